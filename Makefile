@@ -1,0 +1,51 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    virtual env + install + portable llama.cpp build (wheel cached) + model pull + a small real search
+#   make test   virtual env + install + the same local model + the whole test suite
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+CACHE ?= $(HOME)/.cache/masforge
+WHEELS := $(CACHE)/wheels
+LLAMA_VERSION ?= 0.3.36
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test venv llama model lint bench clean-venv
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev,data]"
+	touch $@
+
+venv: $(BIN)/.installed
+
+# llama-cpp-python compiles llama.cpp (5-8 min on 2 cores); GGML_NATIVE=OFF keeps the wheel portable,
+# and the wheel is cached so the build happens once per machine.
+$(BIN)/.llama: $(BIN)/.installed
+	@mkdir -p $(WHEELS)
+	@if ! ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_VERSION) (portable, about 5-8 minutes, once)"; \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip wheel -q --no-deps -w $(WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"; \
+	fi
+	$(BIN)/pip install -q --find-links $(WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)"
+	touch $@
+
+llama: $(BIN)/.llama
+
+model: $(BIN)/.llama
+	$(BIN)/masforge models pull
+
+run: model
+	$(BIN)/masforge run seeds/cot.yaml --input "Write a Python function that reverses a string"
+
+test: model
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""masforge.archive."""

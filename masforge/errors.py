@@ -1,0 +1,47 @@
+"""Error types. Every message is one line that names the problem and how to fix it."""
+
+from __future__ import annotations
+
+
+class MasforgeError(Exception):
+    """Base class for errors shown to users as a single clear line (never a traceback)."""
+
+
+class GenomeError(MasforgeError):
+    """A genome file or object is malformed or fails validation."""
+
+
+class ConfigError(MasforgeError):
+    """A run configuration, LM alias or option is wrong or missing."""
+
+
+class LocalModelError(MasforgeError):
+    """The embedded local model (llama-cpp-python or its weights) is missing or failed."""
+
+
+class SandboxError(MasforgeError):
+    """The sandbox itself could not run (not: the untrusted code failed, which is a result)."""
+
+
+class DataError(MasforgeError):
+    """A data file is missing or broken; the message names the file and line."""
+
+
+class TaskError(MasforgeError):
+    """An unknown task name or a wrongly built task."""
+
+
+class LMError(MasforgeError):
+    """A language-model call failed for good (after the allowed retries)."""
+
+
+class BudgetExceeded(MasforgeError):
+    """A budget limit (dollars, tokens, calls, wall time) was reached; `limit` names which."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class ArchiveError(MasforgeError):
+    """A path is not an archive, an id is unknown or ambiguous, or the archive is damaged."""
