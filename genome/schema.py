@@ -1,0 +1,131 @@
+"""What a candidate system IS: the genome data model.
+
+One `Genome` type with two kinds:
+
+* ``config`` (default): agents, a topology of directed edges among ``input``, agents and
+  ``output``, rounds of message passing for cyclic parts, and an aggregation.
+* ``code``: an ADAS-style Python ``forward(inputs)`` function that only ever runs in the sandbox.
+
+Structural checks that need the whole genome (unknown agents in edges, cycles, reachability,
+signatures) live in :mod:`masforge.genome.validate`; this module only declares shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+RESERVED_NODES = ("input", "output")
+MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
+AGGREGATIONS = ("last", "majority_vote", "judge")
+
+ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
+Aggregation = Literal["last", "majority_vote", "judge"]
+MessagePassing = Literal["sequential", "synchronous"]
+
+
+class Agent(BaseModel):
+    """One agent: a role, its instructions and the dspy module that realises it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=IDENT, description="Unique identifier, used in edges.")
+    role: str = Field(default="", description="Short role name shown to the model, e.g. 'critic'.")
+    instructions: str = Field(default="", description="What the agent must do; becomes the signature docstring.")
+    module: ModuleKind = Field(default="predict", description="dspy module kind.")
+    signature: str | None = Field(
+        default=None,
+        description="dspy-style 'in1, in2 -> out1'. Default: the genome inputs (if wired from input), "
+        "'messages' (if it has agent predecessors) -> the genome outputs.",
+    )
+    lm: str = Field(default="worker", pattern=IDENT, description="LM alias resolved by the run configuration.")
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    tools: list[str] = Field(default_factory=list, description="Tool names from the tool registry.")
+    copies: int = Field(default=1, ge=1, le=16, description="Independent samples of this agent.")
+    max_iters: int = Field(default=3, ge=1, le=10, description="Iterations for react / refine / program_of_thought.")
+
+
+class Topology(BaseModel):
+    """How agents are wired: edges, rounds of message passing and the final aggregation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    edges: list[tuple[str, str]] = Field(default_factory=list)
+    rounds: int = Field(default=1, ge=1, le=10, description="Rounds for cyclic parts (debate, refine loops).")
+    message_passing: MessagePassing = Field(
+        default="sequential",
+        description="Inside a cycle: 'sequential' agents see this round's earlier outputs; "
+        "'synchronous' agents see only the previous round.",
+    )
+    aggregation: Aggregation = "last"
+    judge: str | None = Field(default=None, description="Agent id of the judge when aggregation is 'judge'.")
+
+    @field_validator("edges", mode="before")
+    @classmethod
+    def _parse_arrow_edges(cls, value: Any) -> Any:
+        """Accept ``"a -> b"`` strings as well as ``[a, b]`` pairs."""
+        if not isinstance(value, list):
+            return value
+        parsed: list[Any] = []
+        for item in value:
+            if isinstance(item, str) and "->" in item:
+                left, _, right = item.partition("->")
+                parsed.append((left.strip(), right.strip()))
+            else:
+                parsed.append(item)
+        return parsed
+
+
+class Genome(BaseModel):
+    """A candidate multi-agent system (config or code kind).
+
+    Identity is the canonical hash of the behaviour-relevant fields (see
+    :func:`masforge.genome.hashing.genome_hash`); ``name``, ``description``, ``source`` and
+    ``metadata`` are documentation and lineage and do not change the id.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["config", "code"] = "config"
+    name: str = Field(default="unnamed", min_length=1)
+    description: str = ""
+    source: str = Field(default="", description="The idea or paper the system comes from.")
+    inputs: list[str] = Field(default_factory=lambda: ["question"], min_length=1)
+    outputs: list[str] = Field(default_factory=lambda: ["answer"], min_length=1)
+    agents: list[Agent] = Field(default_factory=list)
+    topology: Topology = Field(default_factory=Topology)
+    code: str | None = Field(default=None, description="Python source defining forward(inputs) for code genomes.")
+    components: list[str] = Field(default_factory=list, description="Inventory components this system uses.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Lineage and notes; not part of the id.")
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _field_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(IDENT, name):
+                raise ValueError(f"'{name}' is not a valid field name (letters, digits, underscore)")
+        if len(set(value)) != len(value):
+            raise ValueError("field names must be unique")
+        return value
+
+    @property
+    def id(self) -> str:
+        """Canonical 64-hex id (same system, same id)."""
+        from masforge.genome.hashing import genome_hash
+
+        return genome_hash(self)
+
+    @property
+    def short_id(self) -> str:
+        """First 12 hex digits of :attr:`id`, used in tables and file names."""
+        return self.id[:12]
+
+    def agent(self, agent_id: str) -> Agent:
+        """Return the agent with this id (KeyError if absent)."""
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        raise KeyError(agent_id)

