@@ -1,0 +1,134 @@
+"""Graph helpers over a config genome's topology: predecessors, strongly connected components and the
+execution order of the condensation (components run in topological order, ties broken by agent order)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from masforge.genome.schema import Genome
+
+
+def agent_edges(genome: Genome) -> list[tuple[str, str]]:
+    """Edges between agents only (deduplicated, in first-seen order)."""
+    ids = {a.id for a in genome.agents}
+    seen: dict[tuple[str, str], None] = {}
+    for a, b in genome.topology.edges:
+        if a in ids and b in ids:
+            seen[(a, b)] = None
+    return list(seen)
+
+
+def predecessors(genome: Genome, node: str) -> list[str]:
+    """Sources of edges into ``node`` (agents or ``input``), in agent order."""
+    srcs = {a for a, b in genome.topology.edges if b == node}
+    order = ["input"] + [a.id for a in genome.agents]
+    return [n for n in order if n in srcs]
+
+
+def successors(genome: Genome, node: str) -> list[str]:
+    """Targets of edges out of ``node``."""
+    return sorted({b for a, b in genome.topology.edges if a == node})
+
+
+def strongly_connected(nodes: list[str], edges: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Tarjan's SCCs; each component keeps the order of ``nodes``."""
+    adj: dict[str, list[str]] = {n: [] for n in nodes}
+    for a, b in edges:
+        if a in adj and b in adj:
+            adj[a].append(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    result: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        # Iterative DFS (genomes are small, but a recursion limit is no way to fail).
+        work = [(v, iter(adj[v]))]
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(adj[w])))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[node] = min(low[node], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                pos = {n: i for i, n in enumerate(nodes)}
+                result.append(sorted(comp, key=pos.__getitem__))
+
+    for n in nodes:
+        if n not in index:
+            visit(n)
+    return result
+
+
+def is_cyclic(component: list[str], edges: Iterable[tuple[str, str]]) -> bool:
+    """A component is cyclic if it has several nodes or a self-loop."""
+    return len(component) > 1 or (component[0], component[0]) in set(edges)
+
+
+def execution_plan(genome: Genome) -> list[list[str]]:
+    """Components in the order they run: a topological order of the condensation, ties by agent order.
+
+    Only agents that take part in the graph (appear in an edge) are included; the judge runs after.
+    """
+    edges = agent_edges(genome)
+    in_graph = {n for e in genome.topology.edges for n in e}
+    nodes = [a.id for a in genome.agents if a.id in in_graph]
+    comps = strongly_connected(nodes, edges)
+    comp_of = {n: i for i, comp in enumerate(comps) for n in comp}
+    first_pos = {i: min(nodes.index(n) for n in comp) for i, comp in enumerate(comps)}
+    deps: dict[int, set[int]] = {i: set() for i in range(len(comps))}
+    for a, b in edges:
+        ca, cb = comp_of[a], comp_of[b]
+        if ca != cb:
+            deps[cb].add(ca)
+    done: set[int] = set()
+    order: list[list[str]] = []
+    while len(done) < len(comps):
+        ready = [i for i in deps if i not in done and deps[i] <= done]
+        nxt = min(ready, key=first_pos.__getitem__)
+        done.add(nxt)
+        order.append(comps[nxt])
+    return order
+
+
+def reaches(genome: Genome, start: str, goal: str) -> bool:
+    """True if a directed path leads from ``start`` to ``goal``."""
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        node = frontier.pop()
+        if node == goal:
+            return True
+        for nxt in successors(genome, node):
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    return False

@@ -1,0 +1,58 @@
+"""Canonical identity of a genome: the same system gets the same id.
+
+Only behaviour-relevant fields enter the hash. ``name``, ``description``, ``source`` and ``metadata`` are
+documentation/lineage; key order and surrounding whitespace never matter; duplicate edges count once and
+edge order is irrelevant (edges are a set). Agent order *is* kept: it breaks ties in execution order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from masforge.genome.schema import Genome
+
+_DOC_FIELDS = {"name", "description", "source", "metadata"}
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def canonical_dict(genome: Genome) -> dict[str, Any]:
+    """The behaviour-relevant content of ``genome`` in a canonical form (JSON-ready)."""
+    data = genome.model_dump(mode="json", exclude=_DOC_FIELDS)
+    data = _normalise(data)
+    if data["kind"] == "code":
+        # A code genome is its source; config fields are ignored by the runtime.
+        code = "\n".join(line.rstrip() for line in (genome.code or "").strip().splitlines())
+        return {"kind": "code", "inputs": data["inputs"], "outputs": data["outputs"], "code": code}
+    data.pop("code", None)
+    topo = data["topology"]
+    topo["edges"] = sorted({(a, b) for a, b in topo["edges"]})
+    if topo["aggregation"] != "judge":
+        topo["judge"] = None
+    data["components"] = sorted(set(data["components"]))
+    for agent in data["agents"]:
+        agent["tools"] = sorted(set(agent["tools"]))
+        if agent.get("signature"):
+            agent["signature"] = " ".join(agent["signature"].split())
+    return data
+
+
+def canonical_json(genome: Genome) -> str:
+    """Canonical JSON text (sorted keys, no whitespace) that :func:`genome_hash` digests."""
+    return json.dumps(canonical_dict(genome), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def genome_hash(genome: Genome) -> str:
+    """sha256 hex digest of the canonical form: the genome's id."""
+    return hashlib.sha256(canonical_json(genome).encode("utf-8")).hexdigest()

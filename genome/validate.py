@@ -1,0 +1,190 @@
+"""Whole-genome checks: each problem is one line naming its place and the fix.
+
+:func:`validate` raises :class:`GenomeError` with the first problem; :func:`problems` lists them all.
+Shape errors (wrong types, unknown fields) are caught earlier by pydantic in :mod:`masforge.genome.io`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from masforge.errors import GenomeError
+from masforge.genome.graph import agent_edges, is_cyclic, predecessors, reaches, strongly_connected
+from masforge.genome.schema import RESERVED_NODES, Agent, Genome
+from masforge.genome.signature import Signature, parse_signature
+
+JUDGE_INPUT = "candidates"
+MESSAGES_INPUT = "messages"
+
+
+def available_inputs(genome: Genome, agent: Agent) -> list[str]:
+    """Fields an agent can read: genome inputs if wired from ``input``, ``messages`` and predecessor
+    outputs if it has agent predecessors; the judge reads the genome inputs and ``candidates``."""
+    if genome.topology.aggregation == "judge" and agent.id == genome.topology.judge:
+        return [*genome.inputs, JUDGE_INPUT]
+    preds = predecessors(genome, agent.id)
+    fields: list[str] = []
+    if "input" in preds:
+        fields.extend(genome.inputs)
+    agent_preds = [p for p in preds if p != "input"]
+    if agent_preds:
+        fields.append(MESSAGES_INPUT)
+        for pid in agent_preds:
+            for name in agent_signature(genome, genome.agent(pid)).output_names:
+                if name not in fields:
+                    fields.append(name)
+    return fields
+
+
+def agent_signature(genome: Genome, agent: Agent) -> Signature:
+    """The agent's signature: its own, or the default built from how it is wired."""
+    if agent.signature:
+        return parse_signature(agent.signature)
+    if genome.topology.aggregation == "judge" and agent.id == genome.topology.judge:
+        ins = [*genome.inputs, JUDGE_INPUT]
+    else:
+        preds = predecessors(genome, agent.id)
+        ins = list(genome.inputs) if "input" in preds else []
+        if any(p != "input" for p in preds):
+            ins.append(MESSAGES_INPUT)
+    return parse_signature(f"{', '.join(ins)} -> {', '.join(genome.outputs)}")
+
+
+def _edge_text(edge: tuple[str, str]) -> str:
+    return f"'{edge[0]} -> {edge[1]}'"
+
+
+def _code_problems(genome: Genome) -> list[str]:
+    if genome.agents:
+        return ["agents: a code genome takes no agents (its forward() does the work); use kind: config"]
+    if not genome.code or not genome.code.strip():
+        return ["code: a code genome needs Python source defining forward(inputs)"]
+    try:
+        tree = ast.parse(genome.code)
+    except SyntaxError as exc:
+        return [f"code:{exc.lineno}: Python syntax error ({exc.msg})"]
+    fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if "forward" not in fns:
+        return ["code: define a top-level function forward(inputs) that returns a dict of the outputs"]
+    if not fns["forward"].args.args and not fns["forward"].args.vararg:
+        return ["code: forward must take one argument (the inputs dict)"]
+    return []
+
+
+def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
+    """Every problem of ``genome`` as a one-line message (empty list: valid)."""
+    if genome.kind == "code":
+        return _code_problems(genome)
+    if known_tools is None:
+        from masforge.tools import tool_names
+
+        known_tools = tool_names()
+    tools = set(known_tools)
+    out: list[str] = []
+    topo = genome.topology
+    if genome.code:
+        out.append("code: only code genomes carry code; remove it or set kind: code")
+    if not genome.agents:
+        return [*out, "agents: a config genome needs at least one agent"]
+    ids: list[str] = []
+    for i, agent in enumerate(genome.agents):
+        if agent.id in RESERVED_NODES:
+            out.append(f"agents[{i}].id: '{agent.id}' is reserved for the graph's ends; rename the agent")
+        elif agent.id in ids:
+            out.append(f"agents[{i}].id: duplicate agent id '{agent.id}'; agent ids must be unique")
+        ids.append(agent.id)
+        for tool in agent.tools:
+            if tool not in tools:
+                out.append(f"agents[{i}].tools: unknown tool '{tool}' (known: {', '.join(sorted(tools))})")
+        if agent.module == "react" and not agent.tools:
+            out.append(f"agents[{i}]: module 'react' needs at least one tool (e.g. tools: [calculator])")
+        if agent.signature:
+            try:
+                parse_signature(agent.signature)
+            except ValueError as exc:
+                out.append(f"agents[{i}].signature: {exc}")
+    if out:
+        return out
+
+    nodes = set(ids) | set(RESERVED_NODES)
+    for j, (a, b) in enumerate(topo.edges):
+        for end in (a, b):
+            if end not in nodes:
+                out.append(f"topology.edges[{j}]: unknown agent '{end}' in edge {_edge_text((a, b))} "
+                           f"(agents: {', '.join(ids)}; ends: input, output)")
+        if b == "input":
+            out.append(f"topology.edges[{j}]: nothing can flow into 'input' ({_edge_text((a, b))})")
+        if a == "output":
+            out.append(f"topology.edges[{j}]: nothing flows out of 'output' ({_edge_text((a, b))})")
+        if a == "input" and b == "output":
+            out.append(f"topology.edges[{j}]: 'input -> output' bypasses every agent; remove it")
+    if out:
+        return out
+
+    judge = topo.judge
+    if topo.aggregation == "judge":
+        if not judge:
+            return ["topology.judge: aggregation 'judge' needs topology.judge set to an agent id"]
+        if judge not in ids:
+            return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids)})"]
+        if any(judge in e for e in topo.edges):
+            out.append(f"topology.judge: judge '{judge}' must not appear in edges (it runs after the graph "
+                       "on the candidates that reach output)")
+    elif judge:
+        out.append(f"topology.judge: set to '{judge}' but aggregation is '{topo.aggregation}'; "
+                   "set aggregation: judge or remove judge")
+
+    if not any(b == "output" for _, b in topo.edges):
+        return [*out, "topology.edges: nothing reaches 'output'; add an edge like 'solver -> output'"]
+    if not any(a == "input" for a, _ in topo.edges):
+        return [*out, "topology.edges: nothing reads 'input'; add an edge like 'input -> solver'"]
+
+    for i, agent in enumerate(genome.agents):
+        if agent.id == judge and topo.aggregation == "judge":
+            continue
+        if not any(agent.id in e for e in topo.edges):
+            out.append(f"agents[{i}]: agent '{agent.id}' is in no edge; wire it or remove it")
+            continue
+        if not reaches(genome, "input", agent.id):
+            out.append(f"agents[{i}]: agent '{agent.id}' is unreachable from input; add an edge into it")
+        if not reaches(genome, agent.id, "output"):
+            out.append(f"agents[{i}]: agent '{agent.id}' never reaches output (its work is lost); "
+                       "add an edge towards output or remove it")
+    if out:
+        return out
+
+    edges = agent_edges(genome)
+    graph_ids = [i for i in ids if any(i in e for e in topo.edges)]
+    for comp in strongly_connected(graph_ids, edges):
+        if is_cyclic(comp, edges) and topo.rounds < 2:
+            cycle = " -> ".join([*comp, comp[0]])
+            out.append(f"topology.rounds: cycle {cycle} needs rounds >= 2 (set topology.rounds: 2 or more)")
+
+    for i, agent in enumerate(genome.agents):
+        sig = agent_signature(genome, agent)
+        avail = available_inputs(genome, agent)
+        if not sig.inputs:
+            out.append(f"agents[{i}].signature: agent '{agent.id}' has no input fields; it would ignore the task")
+        for name in sig.input_names:
+            if name not in avail:
+                hint = f"available: {', '.join(avail)}" if avail else "it receives nothing"
+                fix = f"; add edge 'input -> {agent.id}'" if name in genome.inputs else ""
+                out.append(f"agents[{i}].signature: input '{name}' never reaches agent '{agent.id}' ({hint}){fix}")
+        feeds_output = "output" in [b for a, b in topo.edges if a == agent.id]
+        is_judge = topo.aggregation == "judge" and agent.id == judge
+        if feeds_output or is_judge:
+            missing = [o for o in genome.outputs if o not in sig.output_names]
+            if missing:
+                out.append(f"agents[{i}].signature: agent '{agent.id}' feeds output but does not produce "
+                           f"'{missing[0]}' (genome outputs: {', '.join(genome.outputs)})")
+    return out
+
+
+def validate(genome: Genome, known_tools: Iterable[str] | None = None) -> Genome:
+    """Return ``genome`` if valid, else raise :class:`GenomeError` with the first problem (one line)."""
+    found = problems(genome, known_tools)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise GenomeError(f"genome '{genome.name}': {found[0]}{more}")
+    return genome

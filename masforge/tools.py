@@ -1,0 +1,125 @@
+"""Tools agents may call, by name. Users add their own with :func:`register_tool`.
+
+Each tool takes one string argument and returns a string (what a ReAct agent or a code genome sees).
+Built-ins: ``calculator`` (safe arithmetic, no eval) and ``python`` (runs code in the sandbox and
+returns what it printed).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from masforge.errors import ConfigError
+
+ToolFn = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A named tool with a description the model reads."""
+
+    name: str
+    description: str
+    fn: ToolFn
+
+    def __call__(self, arg: str) -> str:
+        try:
+            return str(self.fn(str(arg)))
+        except Exception as exc:  # a tool failure is an observation for the agent, not a crash
+            return f"error: {type(exc).__name__}: {exc}"
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register_tool(name: str, description: str) -> Callable[[ToolFn], ToolFn]:
+    """Decorator: make ``fn(arg: str) -> str`` available to genomes as tool ``name``."""
+    if not name.isidentifier():
+        raise ConfigError(f"tool name '{name}' must be an identifier (letters, digits, underscore)")
+
+    def deco(fn: ToolFn) -> ToolFn:
+        _REGISTRY[name] = Tool(name, description, fn)
+        return fn
+
+    return deco
+
+
+def get_tool(name: str) -> Tool:
+    """The registered tool ``name``; ConfigError naming the known ones otherwise."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown tool '{name}' (known: {', '.join(sorted(_REGISTRY))}; "
+                          "add one with masforge.tools.register_tool)") from None
+
+
+def tool_names() -> list[str]:
+    """Names of all registered tools."""
+    return sorted(_REGISTRY)
+
+
+_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCS: dict[str, Callable[..., float]] = {
+    "sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max, "log": math.log,
+    "exp": math.exp, "floor": math.floor, "ceil": math.ceil, "sin": math.sin, "cos": math.cos,
+}
+_CONSTS = {"pi": math.pi, "e": math.e}
+
+
+def _eval(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 1000:
+            raise ValueError("exponent too large")
+        return _BINOPS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.Name) and node.id in _CONSTS:
+        return _CONSTS[node.id]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+        return _FUNCS[node.func.id](*[_eval(a) for a in node.args])
+    raise ValueError(f"unsupported expression: {ast.unparse(node)[:60]}")
+
+
+def calculate(expression: str) -> str:
+    """Evaluate arithmetic safely (numbers, + - * / // % **, sqrt, log, ...)."""
+    expr = expression.strip().strip("`").replace("^", "**").replace(",", "")
+    if "=" in expr:
+        expr = expr.split("=")[0]
+    value = _eval(ast.parse(expr, mode="eval"))
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(round(value, 10)) if isinstance(value, float) else str(value)
+
+
+def run_python_tool(code: str) -> str:
+    """Run ``code`` in the sandbox (10 s) and return its printed output or its error."""
+    from masforge.sandbox import SandboxLimits, run_python
+
+    src = code.strip()
+    if src.startswith("```"):
+        src = src.split("\n", 1)[1] if "\n" in src else ""
+        src = src.rsplit("```", 1)[0]
+    res = run_python(src, limits=SandboxLimits(timeout_s=10.0, memory_mb=512))
+    out = res.stdout.strip()
+    if not res.ok:
+        return (out + "\n" if out else "") + f"error ({res.error_kind}): {res.error}"
+    return out[-2000:] or "(no output: print the result)"
+
+
+register_tool("calculator", "Evaluates an arithmetic expression, e.g. '(3 + 4) * 2 / 7'.")(calculate)
+register_tool("python", "Runs a Python program in a sandbox and returns what it prints; print the answer.")(
+    run_python_tool
+)
