@@ -1,0 +1,94 @@
+"""Deterministic stand-ins for language models, used by tests, benchmarks and ``--lm fake``.
+
+:func:`fake_reply` answers any dspy ChatAdapter prompt in the right format without a model: it finds the
+requested output fields and fills them deterministically (arithmetic questions get computed answers, so
+small end-to-end checks are meaningful). :class:`ScriptedResponder` replays given replies in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_OUTPUT_SECTION = re.compile(r"Your output fields are:\n(.*?)(?:\n(?:All interactions|In adhering)|\Z)", re.S)
+_FIELD_LINE = re.compile(r"^\d+\.\s+`(\w+)`\s*\(([^)]*)\)", re.M)
+_INPUT_BLOCK = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.S)
+_ARITH = re.compile(r"(-?\d+(?:\.\d+)?\s*(?:[-+*/]\s*-?\d+(?:\.\d+)?\s*)+)")
+
+
+def output_fields(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(name, type) of the output fields a ChatAdapter prompt asks for."""
+    system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
+    m = _OUTPUT_SECTION.search(system)
+    if not m:
+        return []
+    return [(name, typ.strip()) for name, typ in _FIELD_LINE.findall(m.group(1))]
+
+
+def input_values(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Field values of the last user message."""
+    user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    return {k: v.strip() for k, v in _INPUT_BLOCK.findall(user)}
+
+
+def _arithmetic(text: str) -> str | None:
+    from masforge.tools import calculate
+
+    for expr in _ARITH.findall(text):
+        try:
+            return calculate(expr)
+        except Exception:
+            continue
+    return None
+
+
+def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
+    """A well-formed ChatAdapter reply: deterministic in the prompt and the sample index."""
+    info = info or {}
+    fields = output_fields(messages)
+    inputs = input_values(messages)
+    first = next(iter(inputs.values()), "")
+    digest = hashlib.sha256((first + str(info.get("sample", 0))).encode()).hexdigest()[:6]
+    if not fields:
+        return f"fake reply {digest}"
+    parts = []
+    for name, typ in fields:
+        if name in ("reasoning", "rationale", "critique", "feedback", "plan"):
+            value = f"Considering the task step by step ({digest})."
+        elif typ.startswith(("int", "float")):
+            value = _arithmetic(first) or "0"
+        elif typ.startswith("bool"):
+            value = "True"
+        elif name in ("code", "program", "python_code", "solution_code"):
+            value = "```python\nprint(1)\n```"
+        else:
+            value = _arithmetic(first) or f"{name} to: {first[:60]}"
+        parts.append(f"[[ ## {name} ## ]]\n{value}")
+    return "\n\n".join(parts) + "\n\n[[ ## completed ## ]]"
+
+
+class ScriptedResponder:
+    """Returns ``replies`` in order (then repeats the last); a callable reply is called with the messages."""
+
+    def __init__(self, replies: Sequence[str | Callable[[Sequence[dict[str, Any]]], str]]) -> None:
+        if not replies:
+            raise ValueError("ScriptedResponder needs at least one reply")
+        self.replies = list(replies)
+        self.calls: list[Sequence[dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
+        with self._lock:
+            i = min(len(self.calls), len(self.replies) - 1)
+            self.calls.append(messages)
+        reply = self.replies[i]
+        return reply(messages) if callable(reply) else reply
+
+
+def chat_reply(**fields: Any) -> str:
+    """Format ``fields`` as a ChatAdapter reply (for scripting fake LMs)."""
+    body = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items())
+    return body + "\n\n[[ ## completed ## ]]"

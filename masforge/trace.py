@@ -1,0 +1,135 @@
+"""What happened while a system answered: one :class:`AgentCall` per agent invocation, with its LM calls.
+
+Recording uses context variables, so concurrent evaluations in threads each get their own trace.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class LMCall:
+    """One request to a language model."""
+
+    alias: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+
+@dataclass
+class AgentCall:
+    """One agent invocation: what it read, what it wrote and what it cost."""
+
+    agent: str
+    module: str = ""
+    copy: int = 0
+    round: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    lm_calls: list[LMCall] = field(default_factory=list)
+    latency_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.lm_calls)
+
+    @property
+    def cost(self) -> float:
+        return sum(c.cost for c in self.lm_calls)
+
+
+@dataclass
+class Trace:
+    """All agent calls of one system run, in the order they finished."""
+
+    calls: list[AgentCall] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.tokens for c in self.calls)
+
+    @property
+    def cost(self) -> float:
+        return sum(c.cost for c in self.calls)
+
+    @property
+    def lm_calls(self) -> int:
+        return sum(len(c.lm_calls) for c in self.calls)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """JSON-ready list of calls (for archives and failure reports)."""
+        out = []
+        for c in self.calls:
+            d = asdict(c)
+            d["tokens"] = c.tokens
+            d["cost"] = c.cost
+            out.append(d)
+        return out
+
+    def summary(self, limit: int = 1500) -> str:
+        """Compact text of the calls for a meta-agent prompt."""
+        lines: list[str] = []
+        for c in self.calls:
+            outs = "; ".join(f"{k}={str(v)[:200]!r}" for k, v in c.outputs.items())
+            tag = f"{c.agent}#{c.copy} r{c.round}"
+            lines.append(f"{tag}: {c.error or outs}")
+        text = "\n".join(lines)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("masforge_trace", default=None)
+_current_call: contextvars.ContextVar[AgentCall | None] = contextvars.ContextVar("masforge_call", default=None)
+
+
+@contextmanager
+def recording(trace: Trace | None = None) -> Iterator[Trace]:
+    """Collect agent calls made inside the block into ``trace`` (a new one by default)."""
+    trace = trace if trace is not None else Trace()
+    token = _current_trace.set(trace)
+    try:
+        yield trace
+    finally:
+        _current_trace.reset(token)
+
+
+@contextmanager
+def agent_call(agent: str, module: str = "", copy: int = 0, round: int = 0,
+               inputs: dict[str, Any] | None = None) -> Iterator[AgentCall]:
+    """Record one agent invocation; LM calls inside it attach to it. Errors are noted, then re-raised."""
+    call = AgentCall(agent=agent, module=module, copy=copy, round=round, inputs=dict(inputs or {}))
+    token = _current_call.set(call)
+    start = time.perf_counter()
+    try:
+        yield call
+    except BaseException as exc:
+        call.error = f"{type(exc).__name__}: {exc}"[:500]
+        raise
+    finally:
+        call.latency_s = time.perf_counter() - start
+        _current_call.reset(token)
+        trace = _current_trace.get()
+        if trace is not None:
+            trace.calls.append(call)
+
+
+def note_lm_call(lm_call: LMCall) -> None:
+    """Attach an LM call to the current agent call (or to an anonymous one if none is open)."""
+    call = _current_call.get()
+    if call is not None:
+        call.lm_calls.append(lm_call)
+        return
+    trace = _current_trace.get()
+    if trace is not None:
+        trace.calls.append(AgentCall(agent="(direct)", lm_calls=[lm_call], latency_s=lm_call.latency_s))
