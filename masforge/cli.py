@@ -6,18 +6,285 @@ code 1; tracebacks are for bugs only.
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.panel import Panel
+from rich.table import Table
 
 from masforge import cli_models
+from masforge.console import console, print_error, short, user_errors
+from masforge.errors import GenomeError, MasforgeError
 
 app = typer.Typer(
     help="masforge: a self-evolving designer of multi-agent LLM systems.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,
 )
 app.add_typer(cli_models.app, name="models")
+genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
+app.add_typer(genome_app, name="genome")
+
+LmOption = Annotated[
+    str | None,
+    typer.Option("--lm", help="Worker LM: a litellm model string (openai/gpt-4o-mini, ollama/llama3, ...), "
+                 "'local' (default: the embedded model) or 'fake' (offline, deterministic)."),
+]
+MetaLmOption = Annotated[str | None, typer.Option("--meta-lm", help="Meta-agent LM (default: same as --lm).")]
+ApiBaseOption = Annotated[
+    str | None, typer.Option("--api-base", help="Endpoint for --lm (e.g. a vLLM or Ollama server).")
+]
+
+
+def load_genome_arg(ref: str) -> object:
+    """A genome from a file path or a seed name (e.g. ``cot``)."""
+    from masforge.genome import load_genome
+    from masforge.seeds import load_seed, seed_names
+
+    path = Path(ref)
+    if path.exists() or path.suffix in (".yaml", ".yml", ".json", ".py"):
+        return load_genome(path)
+    if ref in seed_names():
+        return load_seed(ref)
+    raise GenomeError(f"'{ref}' is neither a genome file nor a seed (seeds: {', '.join(seed_names())})")
+
+
+def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
+                cache: bool = True) -> object:
+    """An LMClient for the CLI's --lm/--meta-lm/--api-base options (credentials checked up front)."""
+    from dataclasses import replace
+
+    from masforge.lm import LMClient, check_credentials, parse_lm
+
+    worker = parse_lm(lm)
+    if api_base:
+        worker = replace(worker, api_base=api_base)
+    meta = parse_lm(meta_lm) if meta_lm else worker
+    for cfg in (worker, meta):
+        check_credentials(cfg)
+    return LMClient({"worker": worker, "meta": meta}, cache=cache)
+
+
+def _parse_fields(values: list[str]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise GenomeError(f"--field '{item}' must look like name=value")
+        fields[name.strip()] = value
+    return fields
+
+
+@app.command()
+def run(
+    genome: Annotated[str, typer.Argument(help="Genome file (.yaml/.json/.py) or seed name.")],
+    input: Annotated[str | None, typer.Option("--input", "-i", help="Text for the genome's first input.")] = None,
+    field: Annotated[list[str] | None, typer.Option("--field", "-f", help="Other inputs as name=value.")] = None,
+    lm: LmOption = None,
+    api_base: ApiBaseOption = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outputs and trace as JSON.")] = False,
+) -> None:
+    """Run one system on one input: print its answer and a table of every agent call."""
+    from masforge.genome.compile import compile_genome
+    from masforge.lm import LMClient
+
+    with user_errors():
+        g = load_genome_arg(genome)
+        inputs = _parse_fields(field or [])
+        if input is not None:
+            inputs.setdefault(g.inputs[0], input)
+        missing = [f for f in g.inputs if f not in inputs]
+        if missing:
+            raise GenomeError(f"genome '{g.name}' needs input '{missing[0]}': pass --input TEXT or "
+                              f"--field {missing[0]}=TEXT")
+        client = make_client(lm, api_base=api_base, cache=not no_cache)
+        assert isinstance(client, LMClient)
+        system = compile_genome(g, client)
+        with console.status(f"running {g.name} on {client.config('worker').model} ..."):
+            result = system(**inputs)
+        if as_json:
+            print(json.dumps({"outputs": result.outputs, "trace": result.trace.to_dict(),
+                              "usage": client.ledger.snapshot()}, default=str, indent=2))
+            return
+        table = Table(title=f"trace of {g.name} ({g.short_id})", show_lines=False)
+        for col in ("#", "agent", "copy", "round", "module", "tokens", "cost $", "latency s", "output"):
+            table.add_column(col, justify="right" if col in ("#", "tokens", "cost $", "latency s") else "left")
+        for i, call in enumerate(result.trace.calls, 1):
+            out = call.error or "; ".join(f"{k}: {v}" for k, v in call.outputs.items() if k != "reasoning")
+            table.add_row(str(i), call.agent, str(call.copy), str(call.round), call.module, str(call.tokens),
+                          f"{call.cost:.5f}", f"{call.latency_s:.2f}", short(out, 70))
+        console.print(table)
+        snap = client.ledger.snapshot()
+        console.print(f"LM calls {snap['llm_calls']} (+{snap['cache_hits']} cached), tokens {snap['tokens']}, "
+                      f"${snap['dollars']:.5f}")
+        body = "\n".join(f"[bold]{k}[/bold]: {v}" if len(g.outputs) > 1 else str(v)
+                         for k, v in result.outputs.items())
+        console.print(Panel(body, title="answer", border_style="green"))
+
+
+def eval_progress() -> object:
+    """A rich progress bar for evaluations (examples, score so far, tokens, dollars, ETA)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def report_table(report: object, title: str) -> Table:
+    """The end-of-evaluation table: score with CI, dollars, tokens, latency, failures by kind."""
+    s = report.summary()  # type: ignore[attr-defined]
+    table = Table(title=title)
+    for col in ("task", "split", "n", "score", "95% CI", "$", "tokens", "LM calls", "cached", "latency s",
+                "failures"):
+        table.add_column(col, justify="left" if col in ("task", "split", "failures") else "right")
+    fails = ", ".join(f"{k}: {v}" for k, v in sorted(s["failures"].items())) or "-"
+    n = f"{s['n']}/{s['planned']}" if s["n"] != s["planned"] else str(s["n"])
+    table.add_row(s["task"], s["split"], n, f"{s['score']:.3f}", f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}]",
+                  f"{s['dollars']:.4f}", str(s["tokens"]), str(s["llm_calls"]), str(s["cache_hits"]),
+                  f"{s['latency_s']:.2f}", fails)
+    return table
+
+
+@app.command()
+def evaluate(
+    genome: Annotated[str, typer.Argument(help="Genome file, seed name or exported module.")],
+    task: Annotated[str, typer.Option("--task", "-t", help="Task name (masforge tasks) or a .jsonl file.")],
+    split: Annotated[str, typer.Option(help="train, validation or test.")] = "validation",
+    limit: Annotated[int | None, typer.Option(help="Only the first N examples.")] = None,
+    lm: LmOption = None,
+    api_base: ApiBaseOption = None,
+    concurrency: Annotated[int, typer.Option(help="Examples evaluated at once.")] = 4,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop after this many dollars.")] = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", help="Stop after this many LM calls.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
+) -> None:
+    """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
+    from masforge.evaluators.runner import Evaluator
+    from masforge.lm import Budget, LMClient
+
+    with user_errors():
+        g = load_genome_arg(genome)
+        t = resolve_task(task, data_dir)
+        client = make_client(lm, api_base=api_base, cache=not no_cache)
+        assert isinstance(client, LMClient)
+        client.ledger.budget = Budget(max_dollars=budget_usd, max_calls=max_calls)
+        ev = Evaluator(t, client, split=split, limit=limit, concurrency=concurrency)
+        with eval_progress() as bar:  # type: ignore[attr-defined]
+            job = bar.add_task(f"{g.name} on {t.name}", total=len(ev.examples), stats="")
+
+            def tick(done: int, total: int, rep: object) -> None:
+                snap = client.ledger.snapshot()
+                bar.update(job, completed=done, stats=f"score {rep.score:.3f}  "  # type: ignore[attr-defined]
+                           f"{snap['tokens']} tok  ${snap['dollars']:.4f}")
+
+            report = ev.evaluate(g, progress=tick)
+        console.print(report_table(report, f"{g.name} ({g.short_id}) on {client.config('worker').model}"))
+        if report.stopped:
+            print_error(f"stopped early: budget limit '{report.stopped}' reached; the table covers "
+                        f"{report.n} finished examples")
+        if output:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+            console.print(f"report written to {output}")
+
+
+def resolve_task(name: str, data_dir: Path | None = None) -> object:
+    """A Task from a built-in name or a .jsonl file (fields question/answer)."""
+    from masforge.evaluators.tasks import Task, get_task
+
+    if name.endswith(".jsonl"):
+        return Task.from_jsonl(name, input="question", target="answer", metric="exact")
+    return get_task(name, data_dir=data_dir)
+
+
+@app.command()
+def tasks() -> None:
+    """List the built-in tasks with their split sizes and metrics."""
+    from masforge.evaluators.tasks import list_tasks
+
+    table = Table(title="tasks")
+    for col in ("name", "description"):
+        table.add_column(col)
+    for name, description in list_tasks():
+        table.add_row(name, description)
+    console.print(table)
+
+
+@genome_app.command("validate")
+def genome_validate(files: Annotated[list[Path], typer.Argument(help="Genome files to check.")]) -> None:
+    """Check genome files; each problem is one line naming its place."""
+    from masforge.genome import load_genome, validate
+
+    failed = 0
+    for path in files:
+        try:
+            g = validate(load_genome(path))
+            console.print(f"[green]ok[/green] {path}: {g.name} ({g.kind}, id {g.short_id})")
+        except MasforgeError as exc:
+            print_error(str(exc))
+            failed += 1
+    if failed:
+        raise typer.Exit(1)
+
+
+@genome_app.command("schema")
+def genome_schema() -> None:
+    """Print the genome JSON Schema (what meta-agents are asked to produce)."""
+    from masforge.genome.schema import Genome
+
+    print(json.dumps(Genome.model_json_schema(), indent=2))
+
+
+@genome_app.command("diff")
+def genome_diff(a: Annotated[str, typer.Argument(help="Old genome (file or seed).")],
+                b: Annotated[str, typer.Argument(help="New genome (file or seed).")]) -> None:
+    """Show what changed between two genomes, agent by agent and edge by edge."""
+    from masforge.genome.diff import diff_genomes
+
+    with user_errors():
+        ga, gb = load_genome_arg(a), load_genome_arg(b)
+        changes = diff_genomes(ga, gb)
+        console.print(f"{ga.name} ({ga.short_id}) -> {gb.name} ({gb.short_id})")
+        if not changes:
+            console.print("no change")
+        colour = {"+": "green", "-": "red", "~": "yellow"}
+        for c in changes:
+            console.print(f"[{colour[c.op]}]{c}[/{colour[c.op]}]", highlight=False, markup=True, soft_wrap=True)
+
+
+@app.command()
+def seeds() -> None:
+    """List the shipped seed systems."""
+    from masforge.seeds import seed_paths
+
+    table = Table(title="seeds")
+    for col in ("name", "file", "kind", "agents", "description"):
+        table.add_column(col)
+    with user_errors():
+        from masforge.genome import load_genome
+
+        for path in seed_paths():
+            g = load_genome(path)
+            table.add_row(g.name, path.name, g.kind, str(len(g.agents)), short(g.description, 70))
+    console.print(table)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: MasforgeError → one red line, Ctrl-C → exit 130, no tracebacks."""
+    try:
+        app()
+    except MasforgeError as exc:
+        print_error(str(exc))
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        sys.exit(130)

@@ -1,0 +1,296 @@
+"""Run a genome over a task split and measure it: score with a bootstrap CI, dollars, tokens, latency,
+failures by kind, and every example's output and trace (failures are kept for the meta-agent).
+
+Concurrency is bounded by a thread pool (and per model by the LM client); each example has a timeout;
+LM answers come from the disk cache when the same call was made before; a budget stop ends the run
+cleanly, keeping every finished example. Cascade evaluation scores a small first batch and continues
+only if the candidate can still beat a threshold.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from masforge.errors import BudgetExceeded, GenomeError, LMError, MasforgeError
+from masforge.evaluators.stats import bootstrap_ci
+from masforge.evaluators.tasks import Example, Task
+from masforge.genome.compile import SystemRunError, compile_genome
+from masforge.genome.schema import Genome
+from masforge.lm import LMClient
+from masforge.trace import Trace
+
+ProgressFn = Callable[[int, int, "EvalReport"], None]
+
+
+@dataclass
+class ExampleResult:
+    """One example: what the system answered, how it scored and what it cost."""
+
+    example_id: str
+    inputs: dict[str, Any]
+    target: str
+    outputs: dict[str, Any]
+    score: float
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+    tokens: int = 0
+    dollars: float = 0.0
+    llm_calls: int = 0
+    cache_hits: int = 0
+    latency_s: float = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace_summary: str = ""
+
+
+@dataclass
+class Cascade:
+    """Score ``first_n`` examples first; stop if even the CI's upper end cannot reach the threshold."""
+
+    first_n: int = 5
+    margin: float = 0.0
+
+
+@dataclass
+class EvalReport:
+    """The measured worth of one genome on one task split with one LM configuration."""
+
+    genome_id: str
+    genome_name: str
+    task: str
+    split: str
+    lm_key: str
+    planned: int
+    examples: list[ExampleResult] = field(default_factory=list)
+    stopped: str | None = None
+    """The budget limit that stopped the run early, if any."""
+    pruned: bool = False
+    """True if the cascade stopped after the first batch (the score covers that batch only)."""
+    wall_s: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.examples)
+
+    @property
+    def complete(self) -> bool:
+        return self.n == self.planned and not self.stopped
+
+    @property
+    def scores(self) -> list[float]:
+        return [e.score for e in self.examples]
+
+    @property
+    def score(self) -> float:
+        return sum(self.scores) / self.n if self.n else 0.0
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return bootstrap_ci(self.scores)
+
+    @property
+    def dollars(self) -> float:
+        return sum(e.dollars for e in self.examples)
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.tokens for e in self.examples)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(e.llm_calls for e in self.examples)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(e.cache_hits for e in self.examples)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(e.latency_s for e in self.examples) / self.n if self.n else 0.0
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """Count of examples per failure kind (``wrong`` = answered but scored below 1)."""
+        kinds = Counter(e.error_kind or ("wrong" if e.score < 1.0 else "ok") for e in self.examples)
+        kinds.pop("ok", None)
+        return dict(kinds)
+
+    def failure_examples(self, k: int = 3) -> list[ExampleResult]:
+        """The ``k`` most instructive failures: errors first, then the lowest scores."""
+        bad = [e for e in self.examples if e.error or e.score < 1.0]
+        return sorted(bad, key=lambda e: (e.error is None, e.score))[:k]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready numbers (what the archive stores as a result)."""
+        lo, hi = self.ci
+        return {"task": self.task, "split": self.split, "lm_key": self.lm_key, "score": self.score,
+                "ci_low": lo, "ci_high": hi, "n": self.n, "planned": self.planned, "dollars": self.dollars,
+                "tokens": self.tokens, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
+                "latency_s": self.latency_s, "failures": self.failures, "stopped": self.stopped,
+                "pruned": self.pruned, "wall_s": self.wall_s}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"genome_id": self.genome_id, "genome_name": self.genome_name, **self.summary(),
+                "examples": [asdict(e) for e in self.examples]}
+
+
+def input_mapping(genome: Genome, task: Task) -> dict[str, str]:
+    """genome input field -> task input field (same names, or the single field of each)."""
+    task_fields = list(task.input_fields)
+    if all(f in task_fields for f in genome.inputs):
+        return {f: f for f in genome.inputs}
+    if len(genome.inputs) == 1 and len(task_fields) == 1:
+        return {genome.inputs[0]: task_fields[0]}
+    raise GenomeError(f"genome '{genome.name}' inputs {genome.inputs} do not match task '{task.name}' inputs "
+                      f"{task_fields}: rename the genome inputs to the task's fields")
+
+
+def classify(exc: BaseException) -> str:
+    """Failure kind of an exception raised while a system answered."""
+    if isinstance(exc, LMError):
+        return "lm"
+    if type(exc).__name__ == "AdapterParseError":
+        return "parse"
+    if isinstance(exc, SystemRunError):
+        text = str(exc)
+        for kind in ("timeout", "memory", "cpu", "blocked", "syntax"):
+            if f"({kind})" in text:
+                return f"code_{kind}"
+        return "system"
+    if isinstance(exc, GenomeError):
+        return "genome"
+    return "exception"
+
+
+class Evaluator:
+    """Scores genomes on one task split with one LM client (reuse it for many genomes)."""
+
+    def __init__(self, task: Task, client: LMClient, *, split: str = "validation", limit: int | None = None,
+                 concurrency: int = 4, example_timeout_s: float = 300.0, cascade: Cascade | None = None) -> None:
+        if concurrency < 1:
+            raise MasforgeError(f"concurrency must be at least 1, got {concurrency}")
+        self.task = task
+        self.client = client
+        self.split = split
+        self.examples = task.split(split, limit=limit)
+        if not self.examples:
+            raise MasforgeError(f"task '{task.name}' split '{split}' has no examples (limit={limit})")
+        self.concurrency = concurrency
+        self.example_timeout_s = example_timeout_s
+        self.cascade = cascade
+
+    @property
+    def lm_key(self) -> str:
+        return self.client.config("worker").key()
+
+    def _one(self, system: Callable[..., Any], mapping: dict[str, str], ex: Example) -> ExampleResult:
+        inputs = {g: ex.inputs.get(t, "") for g, t in mapping.items()}
+        start = time.perf_counter()
+        outputs: dict[str, Any] = {}
+        error: str | None = None
+        kind: str | None = None
+        trace = Trace()
+        try:
+            result = system(**inputs)
+            outputs, trace = result.outputs, result.trace
+        except BudgetExceeded:
+            raise
+        except Exception as exc:  # a system failing on one example is a scored failure, not a crash
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            kind = classify(exc)
+            trace = getattr(exc, "trace", None) or trace
+        latency = time.perf_counter() - start
+        if error is None:
+            sc = self.task.score(ex, outputs)
+            score, details = sc.value, sc.details
+        else:
+            score, details = 0.0, {}
+        lm_calls = [c for call in trace.calls for c in call.lm_calls]
+        return ExampleResult(
+            example_id=ex.id, inputs=inputs, target=str(ex.target)[:2000], outputs=outputs, score=score,
+            details={k: v for k, v in details.items() if isinstance(v, str | int | float | bool | None)},
+            error=error, error_kind=kind, tokens=trace.tokens, dollars=trace.cost,
+            llm_calls=sum(1 for c in lm_calls if not c.cached), cache_hits=sum(1 for c in lm_calls if c.cached),
+            latency_s=latency, trace=trace.to_dict(), trace_summary=trace.summary())
+
+    def evaluate(self, genome: Genome, *, threshold: float | None = None,
+                 progress: ProgressFn | None = None) -> EvalReport:
+        """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop."""
+        mapping = input_mapping(genome, self.task)
+        system = compile_genome(genome, self.client)
+        report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples))
+        started = time.perf_counter()
+        batches = [self.examples]
+        if self.cascade and threshold is not None and len(self.examples) > self.cascade.first_n:
+            batches = [self.examples[: self.cascade.first_n], self.examples[self.cascade.first_n:]]
+        try:
+            for b, batch in enumerate(batches):
+                self._run_batch(system, mapping, batch, report, progress)
+                if report.stopped:
+                    break
+                if b == 0 and len(batches) > 1 and self.cascade is not None and threshold is not None:
+                    if report.ci[1] < threshold - self.cascade.margin:
+                        report.pruned = True
+                        break
+        finally:
+            order = {ex.id: i for i, ex in enumerate(self.examples)}
+            report.examples.sort(key=lambda e: order.get(e.example_id, 0))
+            report.wall_s = time.perf_counter() - started
+        return report
+
+    def _run_batch(self, system: Callable[..., Any], mapping: dict[str, str], batch: list[Example],
+                   report: EvalReport, progress: ProgressFn | None) -> None:
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(batch)), thread_name_prefix="masforge-eval")
+        pending: dict[Future[ExampleResult], tuple[Example, float]] = {}
+        queue = list(batch)
+        try:
+            while queue or pending:
+                while queue and len(pending) < self.concurrency and not report.stopped:
+                    ex = queue.pop(0)
+                    ctx = contextvars.copy_context()
+                    pending[pool.submit(ctx.run, self._one, system, mapping, ex)] = (ex, time.monotonic())
+                if not pending:
+                    break
+                done, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    ex, _t0 = pending.pop(fut)
+                    try:
+                        report.examples.append(fut.result())
+                    except BudgetExceeded as exc:
+                        report.stopped = exc.limit
+                        queue.clear()
+                    if progress:
+                        progress(report.n, report.planned, report)
+                now = time.monotonic()
+                for fut, (ex, t0) in list(pending.items()):
+                    if now - t0 > self.example_timeout_s:
+                        # A thread cannot be killed; the example is recorded as a timeout and abandoned.
+                        pending.pop(fut)
+                        report.examples.append(ExampleResult(
+                            ex.id, {g: ex.inputs.get(t, "") for g, t in mapping.items()}, str(ex.target)[:2000],
+                            {}, 0.0, error=f"example took longer than {self.example_timeout_s:.0f}s",
+                            error_kind="timeout", latency_s=now - t0))
+                        if progress:
+                            progress(report.n, report.planned, report)
+        except KeyboardInterrupt:
+            report.stopped = "interrupted"
+            raise
+        finally:
+            pool.shutdown(wait=not report.stopped == "interrupted", cancel_futures=True)
+
+
+def evaluate(genome: Genome, task: Task | str, *, lm: str | None = None, client: LMClient | None = None,
+             split: str = "validation", limit: int | None = None, concurrency: int = 4,
+             progress: ProgressFn | None = None) -> EvalReport:
+    """Score ``genome`` on ``task`` (a Task or a built-in name) — the one-call API."""
+    from masforge.evaluators.tasks import get_task
+
+    t = get_task(task) if isinstance(task, str) else task
+    c = client or LMClient({"worker": lm} if lm else None)
+    return Evaluator(t, c, split=split, limit=limit, concurrency=concurrency).evaluate(genome, progress=progress)

@@ -1,0 +1,37 @@
+"""Shared terminal output: rich consoles and the one-red-line error convention of the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def print_error(message: str) -> None:
+    """One red line on stderr."""
+    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
+    err_console.print(f"[red]error:[/red] {escape(first)}", soft_wrap=True, highlight=False)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a MasforgeError into one red line and exit code 1 (never a traceback)."""
+    from masforge.errors import MasforgeError
+
+    try:
+        yield
+    except MasforgeError as exc:
+        print_error(str(exc))
+        raise typer.Exit(1) from None
+
+
+def short(text: object, limit: int = 80) -> str:
+    """One-line preview of a value for tables."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
