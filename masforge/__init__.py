@@ -1,1 +1,54 @@
-"""masforge."""
+"""masforge: a self-evolving designer of multi-agent LLM systems.
+
+Public API (imported lazily so ``import masforge`` stays fast)::
+
+    import masforge
+    result = masforge.optimize("rg:basic_arithmetic", strategy="evolve", budget=10, lm="fake")
+    result.best_genome, result.front, result.test_scores
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must never fetch its cost map
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "optimize": ("masforge.api", "optimize"),
+    "resume": ("masforge.api", "resume"),
+    "Genome": ("masforge.genome.schema", "Genome"),
+    "Agent": ("masforge.genome.schema", "Agent"),
+    "Topology": ("masforge.genome.schema", "Topology"),
+    "load_genome": ("masforge.genome.io", "load_genome"),
+    "save_genome": ("masforge.genome.io", "save_genome"),
+    "validate": ("masforge.genome.validate", "validate"),
+    "compile_genome": ("masforge.genome.compile", "compile_genome"),
+    "Task": ("masforge.evaluators.tasks", "Task"),
+    "get_task": ("masforge.evaluators.tasks", "get_task"),
+    "register_task": ("masforge.evaluators.tasks", "register_task"),
+    "evaluate": ("masforge.evaluators.runner", "evaluate"),
+    "Evaluator": ("masforge.evaluators.runner", "Evaluator"),
+    "LMClient": ("masforge.lm", "LMClient"),
+    "LMConfig": ("masforge.lm", "LMConfig"),
+    "Budget": ("masforge.lm", "Budget"),
+    "register_tool": ("masforge.tools", "register_tool"),
+    "Archive": ("masforge.archive.store", "Archive"),
+    "RunConfig": ("masforge.search.config", "RunConfig"),
+    "load_seed": ("masforge.seeds", "load_seed"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'masforge' has no attribute {name!r}")

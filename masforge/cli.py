@@ -129,8 +129,14 @@ def run(
 
 def eval_progress() -> object:
     """A rich progress bar for evaluations (examples, score so far, tokens, dollars, ETA)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -217,6 +223,90 @@ def tasks() -> None:
     for name, description in list_tasks():
         table.add_row(name, description)
     console.print(table)
+
+
+@app.command()
+def search(
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Task name or .jsonl file.")] = None,
+    strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Strategy or pipeline, e.g. "
+                                                 "'evolve' or 'knapsack,evolve,tune'.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Run configuration YAML.")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue a stopped run folder.")] = None,
+    lm: LmOption = None,
+    meta_lm: MetaLmOption = None,
+    api_base: ApiBaseOption = None,
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.")] = None,
+    max_candidates: Annotated[int | None, typer.Option("--max-candidates", "-n", help="Candidates to evaluate.")]
+    = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Dollar budget.")] = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", help="LM-call budget.")] = None,
+    max_minutes: Annotated[float | None, typer.Option("--max-minutes", help="Wall-time budget.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Validation examples per candidate.")] = None,
+    test_limit: Annotated[int | None, typer.Option("--test-limit", help="Held-out test examples.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Examples evaluated at once.")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Folder for run folders.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+) -> None:
+    """Search for better multi-agent systems; live progress; Ctrl-C stops cleanly (resume with --resume)."""
+    from masforge.search.config import RunConfig
+    from masforge.search.engine import run_search
+
+    with user_errors():
+        data: dict[str, object] = {}
+        if config is not None:
+            data = RunConfig.load(config).model_dump(exclude_unset=True)
+        flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
+                 "seeds": seeds, "limit": limit, "test_limit": test_limit, "concurrency": concurrency,
+                 "output": output, "seed": seed}
+        data.update({k: v for k, v in flags.items() if v is not None})
+        budget = dict(data.get("budget") or {})  # type: ignore[call-overload]
+        for key, value in (("max_candidates", max_candidates), ("max_dollars", budget_usd),
+                           ("max_calls", max_calls), ("max_seconds", max_minutes * 60 if max_minutes else None)):
+            if value is not None:
+                budget[key] = value
+        if budget:
+            data["budget"] = budget
+        if resume is not None:
+            cfg = RunConfig.from_data({"task": "resume", **data}) if data else None
+            result = run_search(cfg, resume=resume, progress=not quiet, console=console)
+        else:
+            if "task" not in data:
+                raise MasforgeError("give --task NAME (see `masforge tasks`) or --config run.yaml")
+            cfg = RunConfig.from_data(data, "command line")
+            console.print(f"searching {cfg.task} with {'+'.join(cfg.strategy)} "
+                          f"(worker LM: {cfg.lm or 'local'}) ...")
+            result = run_search(cfg, progress=not quiet, console=console)
+        print_search_result(result)
+
+
+def print_search_result(result: object) -> None:
+    """Tables after a search: top systems, the front, held-out test scores, spend and where things are."""
+    r = result  # SearchResult
+    top = Table(title="top systems (validation)")
+    for col in ("id", "name", "score", "95% CI", "$/example", "tokens/ex", "made by"):
+        top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
+    for c in r.top(8):  # type: ignore[attr-defined]
+        top.add_row(c.short_id, short(c.genome.name, 40), f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
+                    f"{c.dollars:.5f}", f"{c.tokens:.0f}", f"{c.strategy}/{c.operator}")
+    console.print(top)
+    if r.test_scores:  # type: ignore[attr-defined]
+        test = Table(title="held-out test split (never seen by the search)")
+        for col in ("name", "validation", "test", "95% CI", "$/example", "seed?"):
+            test.add_column(col)
+        for t in r.test_scores:  # type: ignore[attr-defined]
+            test.add_row(short(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}",
+                         f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.dollars_per_example:.5f}",
+                         "seed" if t.is_seed else "")
+        console.print(test)
+    spend = r.spend  # type: ignore[attr-defined]
+    console.print(f"stopped: {r.stop_reason}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "  # type: ignore[attr-defined]
+                  f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
+    best = r.best  # type: ignore[attr-defined]
+    if best is not None:
+        console.print(f"best: [bold]{best.genome.name}[/bold] ({best.short_id}) score {best.score:.3f}")
+    console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]
+    console.print(f"next: masforge archive list --archive {r.archive_path} | masforge report {r.run_dir}")  # type: ignore[attr-defined]
 
 
 @genome_app.command("validate")

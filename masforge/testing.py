@@ -92,3 +92,24 @@ def chat_reply(**fields: Any) -> str:
     """Format ``fields`` as a ChatAdapter reply (for scripting fake LMs)."""
     body = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items())
     return body + "\n\n[[ ## completed ## ]]"
+
+
+class MemoryArchive:
+    """An in-memory stand-in for :class:`masforge.archive.store.Archive` (the calls a search makes)."""
+
+    def __init__(self) -> None:
+        self.genomes: dict[str, Any] = {}
+        self.meta: dict[str, dict[str, Any]] = {}
+        self.results: dict[tuple[str, str, str, str], Any] = {}
+
+    def add(self, genome: Any, parents: Sequence[str] = (), **meta: Any) -> dict[str, Any]:
+        if genome.id not in self.genomes:
+            self.genomes[genome.id] = genome
+            self.meta[genome.id] = {"parents": list(parents), **meta}
+        return self.meta[genome.id]
+
+    def add_result(self, genome_id: str, result: Any) -> None:
+        self.results[(genome_id, result.task, result.split, result.lm_key)] = result
+
+    def get_result(self, genome_id: str, task: str, split: str, lm_key: str) -> Any:
+        return self.results.get((genome_id, task, split, lm_key))

@@ -1,0 +1,64 @@
+"""The programmatic API: ``masforge.optimize(task, strategy=..., budget=..., lm=...)``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from masforge.errors import ConfigError
+
+
+def optimize(
+    task: Any,
+    *,
+    strategy: str | list[str] = "evolve",
+    budget: dict[str, Any] | int | None = None,
+    lm: str | dict[str, Any] | None = None,
+    meta_lm: str | dict[str, Any] | None = None,
+    seeds: list[str] | None = None,
+    limit: int | None = 20,
+    test_limit: int | None = 50,
+    concurrency: int = 4,
+    output: str | Path = "runs",
+    seed: int = 0,
+    progress: bool = False,
+    strategy_options: dict[str, dict[str, Any]] | None = None,
+    **options: Any,
+) -> Any:
+    """Search for a better multi-agent system for ``task`` and return a :class:`SearchResult`.
+
+    ``task`` is a built-in task name (``"gsm8k"``, ``"rg:leg_counting"``, ...) or a
+    :class:`masforge.evaluators.tasks.Task` (e.g. ``Task.from_callable(fn)``). ``budget`` is a dict of
+    ``max_dollars``, ``max_calls``, ``max_tokens``, ``max_candidates``, ``max_seconds``, ``patience`` — or an
+    int meaning ``max_candidates``. ``lm`` is a litellm model string, ``"local"`` (default) or ``"fake"``.
+    Further keyword ``options`` are :class:`masforge.search.config.RunConfig` fields.
+
+    The result has ``.best`` / ``.best_genome``, ``.front``, ``.top(k)``, ``.test_scores``, ``.spend``,
+    ``.run_dir`` and ``.open_archive()``.
+    """
+    from masforge.evaluators.tasks import Task
+    from masforge.search.config import DEFAULT_SEEDS, RunConfig
+    from masforge.search.engine import run_search
+
+    if isinstance(budget, int):
+        budget = {"max_candidates": budget}
+    task_obj = task if isinstance(task, Task) else None
+    data = {
+        "task": task_obj.name if task_obj else str(task), "strategy": strategy, "lm": lm, "meta_lm": meta_lm,
+        "seeds": seeds if seeds is not None else list(DEFAULT_SEEDS), "limit": limit, "test_limit": test_limit,
+        "concurrency": concurrency, "output": str(output), "seed": seed,
+        "strategy_options": strategy_options or {}, **options,
+    }
+    if budget is not None:
+        data["budget"] = budget
+    if not isinstance(task, Task | str):
+        raise ConfigError(f"task must be a task name or a Task, got {type(task).__name__}")
+    cfg = RunConfig.from_data(data, "optimize()")
+    return run_search(cfg, task=task_obj, progress=progress)
+
+
+def resume(run_dir: str | Path, *, progress: bool = False) -> Any:
+    """Continue a stopped run from its folder (no seed added twice, no evaluation repeated)."""
+    from masforge.search.engine import run_search
+
+    return run_search(resume=run_dir, progress=progress)

@@ -1,0 +1,301 @@
+"""Run a whole search: set up the run folder, archive, LMs, task and evaluator; evaluate the seeds; run
+the strategy pipeline within the budget; re-score the finalists on the held-out test split; write a
+summary. A stopped run (budget, Ctrl-C, crash) resumes from its archive without paying twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from masforge.archive.records import ResultRecord
+from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
+from masforge.evaluators.runner import Cascade, Evaluator
+from masforge.evaluators.tasks import Task, get_task
+from masforge.genome.io import save_genome
+from masforge.genome.schema import Genome
+from masforge.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
+from masforge.search.config import RunConfig
+from masforge.search.context import Proposal, SearchContext, SearchLimits
+from masforge.search.population import Candidate
+from masforge.search.progress import SearchProgress
+
+
+@dataclass
+class TestScore:
+    """A finalist re-scored on the held-out split (never seen by the search)."""
+
+    genome_id: str
+    name: str
+    validation: float
+    test: float
+    ci: tuple[float, float]
+    dollars_per_example: float
+    is_seed: bool
+
+
+@dataclass
+class SearchResult:
+    """What :func:`run_search` and :func:`masforge.optimize` return."""
+
+    run_dir: Path
+    archive_path: Path
+    config: RunConfig
+    candidates: list[Candidate]
+    test_scores: list[TestScore]
+    spend: dict[str, Any]
+    stop_reason: str | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> Candidate | None:
+        """Best candidate by validation fitness."""
+        return max(self.candidates, key=lambda c: (c.fitness, -c.dollars), default=None)
+
+    @property
+    def best_genome(self) -> Genome | None:
+        return self.best.genome if self.best else None
+
+    @property
+    def front(self) -> list[Candidate]:
+        from masforge.search.population import pareto_front
+
+        return pareto_front(self.candidates)
+
+    def top(self, k: int = 5) -> list[Candidate]:
+        return sorted(self.candidates, key=lambda c: (-c.fitness, c.dollars))[:k]
+
+    def open_archive(self) -> Any:
+        from masforge.archive.store import Archive
+
+        return Archive.open(self.archive_path)
+
+
+def _new_run_dir(cfg: RunConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = cfg.name or f"{stamp}-{cfg.task.replace(':', '_').replace('/', '_')}-{'+'.join(cfg.strategy)}"
+    root = Path(cfg.output)
+    run_dir = root / name
+    i = 1
+    while run_dir.exists():
+        run_dir = root / f"{name}-{i}"
+        i += 1
+    run_dir.mkdir(parents=True)
+    latest = root / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir.name)
+    except OSError:
+        pass  # a convenience only
+    return run_dir
+
+
+def build_task(cfg: RunConfig) -> Task:
+    """The task a configuration names (built-in name or .jsonl path)."""
+    if cfg.task.endswith(".jsonl"):
+        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact")
+    task = get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
+    task.cost_weight = cfg.cost_weight
+    return task
+
+
+def build_client(cfg: RunConfig, ledger: Ledger) -> LMClient:
+    worker = parse_lm(cfg.lm)
+    if cfg.api_base:
+        worker = replace(worker, api_base=cfg.api_base)
+    meta = parse_lm(cfg.meta_lm) if cfg.meta_lm else worker
+    for c in (worker, meta):
+        check_credentials(c)
+    return LMClient({"worker": worker, "meta": meta}, ledger=ledger, seed=cfg.seed)
+
+
+def _load_seed_genomes(names: list[str]) -> list[Genome]:
+    from masforge.genome.io import load_genome
+    from masforge.seeds import load_seed
+
+    out = []
+    for ref in names:
+        out.append(load_genome(ref) if Path(ref).suffix in (".yaml", ".yml", ".json", ".py") else load_seed(ref))
+    return out
+
+
+def _spent_in_run(archive: Any, run_id: str, task: str, split: str, lm_key: str) -> tuple[float, int, int]:
+    dollars, tokens, calls = 0.0, 0, 0
+    for rec in archive.list(run=run_id, include_pruned=True):
+        r = archive.get_result(rec.genome_id, task, split, lm_key)
+        if r is not None and r.extra.get("run") == run_id:
+            dollars, tokens, calls = dollars + r.dollars, tokens + r.tokens, calls + r.llm_calls
+    return dollars, tokens, calls
+
+
+def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
+               task: Task | None = None, archive: Any = None, console: Any = None) -> SearchResult:
+    """Run (or resume) a search. ``task``/``archive`` objects may be passed instead of names (API use)."""
+    from masforge.search.strategies import get_strategy
+
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise ConfigError(f"{run_dir}: not a masforge run folder (no config.yaml); give the folder "
+                              "that `masforge search` printed")
+        saved = RunConfig.load(run_dir / "config.yaml")
+        cfg = saved if cfg is None else RunConfig.from_data({**saved.model_dump(), **{
+            k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k in ("budget", "concurrency")}})
+    elif cfg is None:
+        raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
+    else:
+        run_dir = _new_run_dir(cfg)
+        cfg.dump(run_dir / "config.yaml")
+    run_id = run_dir.name
+
+    task_obj = task or build_task(cfg)
+    if archive is None:
+        from masforge.archive.store import Archive
+
+        archive_path = Path(cfg.archive) if cfg.archive else run_dir / "archive"
+        archive = Archive.open(archive_path, create=True)
+    else:
+        archive_path = Path(getattr(archive, "path", run_dir / "archive"))
+
+    b = cfg.budget
+    ledger = Ledger(Budget(max_dollars=b.max_dollars, max_tokens=b.max_tokens, max_calls=b.max_calls,
+                           max_seconds=b.max_seconds))
+    client = build_client(cfg, ledger)
+    cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
+    evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
+                          cascade=cascade)
+    if resume is not None:
+        d, t, c = _spent_in_run(archive, run_id, task_obj.name, cfg.split, evaluator.lm_key)
+        ledger.dollars, ledger.prompt_tokens, ledger.calls = d, t, c
+
+    ui = SearchProgress(console=console, enabled=progress)
+    events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        ui(kind, data)
+        if kind == "candidate":
+            cand = data["candidate"]
+            row = {"t": time.time(), "event": kind, "id": cand.id, "name": cand.genome.name, "score": cand.score,
+                   "dollars": cand.dollars, "operator": cand.operator, "strategy": cand.strategy,
+                   "reused": data.get("reused", False), "spent": ledger.snapshot()}
+            events.write(json.dumps(row, default=str) + "\n")
+            events.flush()
+
+    ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
+                        limits=SearchLimits(max_candidates=b.max_candidates, patience=b.patience), seed=cfg.seed,
+                        on_event=on_event)
+    ui.attach(ctx)
+    stop_reason: str | None = None
+    seed_ids: set[str] = set()
+    try:
+        with ui:
+            try:
+                if resume is not None:
+                    _restore_run(ctx, archive, run_id)
+                for g in _load_seed_genomes(cfg.seeds):
+                    seed_ids.add(g.id)
+                    if ctx.known(g) is None:
+                        ctx.try_submit(Proposal(g, [], "seed", "hand-designed seed"), strategy="seed")
+                n_stages = len(cfg.strategy)
+                for i, name in enumerate(cfg.strategy):
+                    options = dict(cfg.strategy_options.get(name, {}))
+                    if name == "tune":
+                        options.setdefault("storage", str(run_dir / "optuna.sqlite3"))
+                    strategy = get_strategy(name, **options)
+                    if b.max_candidates is not None and i < n_stages - 1:
+                        remaining = b.max_candidates - ctx.evaluated
+                        ctx.candidate_cap = ctx.evaluated + max(1, remaining // (n_stages - i))
+                    else:
+                        ctx.candidate_cap = None
+                    ctx.emit("stage", strategy=name)
+                    strategy.run(ctx)
+                    ctx.candidate_cap = None
+                stop_reason = ctx.should_stop() or "strategies finished"
+            except BudgetExceeded as exc:
+                stop_reason = exc.limit
+    except KeyboardInterrupt:
+        stop_reason = "interrupted"
+    finally:
+        events.close()
+
+    test_scores: list[TestScore] = []
+    if stop_reason != "interrupted" and cfg.test_top_k and ctx.population:
+        test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
+    result = SearchResult(run_dir=run_dir, archive_path=archive_path, config=cfg, candidates=list(ctx.population),
+                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason,
+                          stats={"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
+                                 "reused": ctx.reused, "generations": ctx.generation})
+    _write_summary(result, seed_ids)
+    return result
+
+
+def _restore_run(ctx: SearchContext, archive: Any, run_id: str) -> None:
+    """Put this run's stored candidates back into the population (their results are reused, not paid)."""
+    records = sorted(archive.list(run=run_id, include_pruned=True), key=lambda r: r.created_at)
+    for rec in records:
+        genome = archive.genome(rec.genome_id)
+        if archive.get_result(rec.genome_id, ctx.task.name, ctx.evaluator.split, ctx.lm_key) is None:
+            continue  # its evaluation never finished: a strategy may propose it again
+        ctx.try_submit(Proposal(genome, list(rec.parents), rec.operator, rec.rationale), strategy=rec.strategy)
+    ctx.emit("stage", strategy="resume", restored=len(ctx.population))
+
+
+def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMClient, archive: Any,
+                     seed_ids: set[str]) -> list[TestScore]:
+    """Finalists (top-k by validation, plus the best seed) on the held-out split, outside the budget."""
+    client.ledger.budget = Budget()  # the search budget is spent; the final check is bounded by test_limit
+    finalists = ctx.best(cfg.test_top_k)
+    seeds = sorted((c for c in ctx.population if c.id in seed_ids), key=lambda c: -c.fitness)
+    if seeds and seeds[0] not in finalists:
+        finalists.append(seeds[0])
+    try:
+        tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency)
+    except MasforgeError:
+        return []
+    out = []
+    for cand in finalists:
+        prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
+        if prev is None or prev.n != len(tester.examples):
+            ctx.emit("test", name=cand.genome.name)
+            rep = tester.evaluate(cand.genome)
+            s = rep.summary()
+            prev = ResultRecord(task=s["task"], split=s["split"], lm_key=s["lm_key"], score=s["score"],
+                                ci_low=s["ci_low"], ci_high=s["ci_high"], n=s["n"], dollars=s["dollars"],
+                                tokens=s["tokens"], llm_calls=s["llm_calls"], latency_s=s["latency_s"],
+                                failures=s["failures"], extra={"run": ctx.run_id})
+            archive.add_result(cand.id, prev)
+        out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
+                             (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
+                             cand.id in seed_ids))
+    return out
+
+
+def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
+    run_dir = result.run_dir
+    best = result.best
+    if best is not None:
+        suffix = ".py" if best.genome.kind == "code" else ".yaml"
+        save_genome(best.genome, run_dir / f"best{suffix}")
+    scores = [c.score for c in result.candidates]
+    summary = {
+        "run": run_dir.name, "task": result.config.task, "strategy": result.config.strategy,
+        "stop_reason": result.stop_reason, "spend": result.spend, "stats": result.stats,
+        "archive": os.path.relpath(result.archive_path, run_dir),
+        "best": {"id": best.id, "name": best.genome.name, "score": best.score, "dollars_per_example": best.dollars}
+        if best else None,
+        "median_score": statistics.median(scores) if scores else None,
+        "front": [{"id": c.id, "name": c.genome.name, "score": c.score, "dollars_per_example": c.dollars}
+                  for c in result.front],
+        "test": [t.__dict__ | {"ci": list(t.ci)} for t in result.test_scores],
+        "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
+                        "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
+                        "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
+                        "seed": c.id in seed_ids, "ci": list(c.ci)} for c in result.candidates],
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

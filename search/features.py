@@ -1,0 +1,48 @@
+"""Numeric descriptors of a genome: for novelty, MAP-Elites cells and the surrogate model."""
+
+from __future__ import annotations
+
+from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
+from masforge.genome.schema import MODULE_KINDS, Genome
+
+FEATURE_NAMES = (
+    "code", "agents", "edges", "copies", "rounds", "cyclic", "tools", "temperature", "instruction_chars",
+    "vote", "judge", *[f"module_{m}" for m in MODULE_KINDS],
+)
+
+
+def genome_features(genome: Genome) -> list[float]:
+    """A fixed-length vector (see :data:`FEATURE_NAMES`)."""
+    if genome.kind == "code":
+        code = genome.code or ""
+        calls = float(code.count("llm("))
+        return [1.0, calls, 0.0, calls, 1.0, 0.0, float(code.count("tool(")), 0.7, float(len(code)),
+                0.0, 0.0, *[0.0] * len(MODULE_KINDS)]
+    edges = agent_edges(genome)
+    ids = [a.id for a in genome.agents]
+    cyclic = any(is_cyclic(c, edges) for c in strongly_connected(ids, edges)) if ids else False
+    temps = [a.temperature if a.temperature is not None else 0.7 for a in genome.agents] or [0.7]
+    modules = [sum(1.0 for a in genome.agents if a.module == m) for m in MODULE_KINDS]
+    return [
+        0.0, float(len(genome.agents)), float(len(set(genome.topology.edges))),
+        float(sum(a.copies for a in genome.agents)), float(genome.topology.rounds if cyclic else 1),
+        1.0 if cyclic else 0.0, float(sum(len(a.tools) for a in genome.agents)), sum(temps) / len(temps),
+        float(sum(len(a.instructions) for a in genome.agents)),
+        1.0 if genome.topology.aggregation == "majority_vote" else 0.0,
+        1.0 if genome.topology.aggregation == "judge" else 0.0, *modules,
+    ]
+
+
+def llm_calls_estimate(genome: Genome) -> float:
+    """Rough LM calls per example, a cost descriptor for MAP-Elites cells."""
+    if genome.kind == "code":
+        return max(1.0, float((genome.code or "").count("llm(")))
+    per_kind = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3}
+    edges = agent_edges(genome)
+    ids = [a.id for a in genome.agents]
+    cyclic_ids = {n for c in strongly_connected(ids, edges) if is_cyclic(c, edges) for n in c}
+    total = 0.0
+    for a in genome.agents:
+        rounds = genome.topology.rounds if a.id in cyclic_ids else 1
+        total += per_kind[a.module] * a.copies * rounds
+    return total

@@ -1,0 +1,181 @@
+"""Cheap, LLM-free genome edits: add/remove an agent, rewire an edge, change a module kind, copies,
+rounds, temperature, aggregation or an agent's model; and a structural crossover. Every result is
+validated; an edit that breaks the genome is retried with another edit."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from masforge.genome.schema import MODULE_KINDS, Agent, Genome
+from masforge.genome.validate import problems
+
+Edit = Callable[[Genome, random.Random], str | None]
+TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
+DEFAULT_ROLES = (
+    ("verifier", "Check the previous answer carefully and give the corrected final answer."),
+    ("critic", "Find mistakes in the previous reasoning, then give the best final answer."),
+    ("planner", "Break the task into steps and solve them in order; give the final answer."),
+    ("expert", "Answer as a domain expert, precisely and concisely."),
+)
+
+
+def _fresh_id(genome: Genome, base: str) -> str:
+    ids = {a.id for a in genome.agents}
+    i = 1
+    while f"{base}_{i}" in ids:
+        i += 1
+    return f"{base}_{i}"
+
+
+def _feeders(genome: Genome) -> list[str]:
+    return [a for a, b in genome.topology.edges if b == "output"]
+
+
+def add_agent(g: Genome, rng: random.Random) -> str | None:
+    """Insert a checker agent between an output feeder and output."""
+    feeders = _feeders(g)
+    if not feeders or len(g.agents) >= 8:
+        return None
+    src = rng.choice(feeders)
+    role, instructions = rng.choice(DEFAULT_ROLES)
+    new = Agent(id=_fresh_id(g, role), role=role, instructions=instructions, module=rng.choice(
+        ("predict", "chain_of_thought")))
+    g.agents.append(new)
+    g.topology.edges = [e for e in g.topology.edges if e != (src, "output")]
+    g.topology.edges += [(src, new.id), ("input", new.id), (new.id, "output")]
+    return f"add {new.role} after {src}"
+
+
+def remove_agent(g: Genome, rng: random.Random) -> str | None:
+    """Drop an agent, reconnecting its predecessors to its successors."""
+    judge = g.topology.judge if g.topology.aggregation == "judge" else None
+    removable = [a for a in g.agents if a.id != judge]
+    if len(removable) < 2:
+        return None
+    victim = rng.choice(removable)
+    ins = [a for a, b in g.topology.edges if b == victim.id and a != victim.id]
+    outs = [b for a, b in g.topology.edges if a == victim.id and b != victim.id]
+    edges = [e for e in g.topology.edges if victim.id not in e]
+    edges += [(a, b) for a in ins for b in outs if a != b and not (a == "input" and b == "output")]
+    g.topology.edges = list(dict.fromkeys(edges))
+    g.agents = [a for a in g.agents if a.id != victim.id]
+    return f"remove {victim.id}"
+
+
+def rewire(g: Genome, rng: random.Random) -> str | None:
+    """Add or remove one edge between agents."""
+    ids = [a.id for a in g.agents if not (g.topology.aggregation == "judge" and a.id == g.topology.judge)]
+    if len(ids) < 2:
+        return None
+    a, b = rng.sample(ids, 2)
+    if (a, b) in g.topology.edges:
+        g.topology.edges = [e for e in g.topology.edges if e != (a, b)]
+        return f"remove edge {a} -> {b}"
+    g.topology.edges = [*g.topology.edges, (a, b)]
+    if g.topology.rounds < 2:
+        g.topology.rounds = 2  # a new back edge may close a cycle
+    return f"add edge {a} -> {b}"
+
+
+def change_module(g: Genome, rng: random.Random) -> str | None:
+    agent = rng.choice(g.agents)
+    kinds = [k for k in MODULE_KINDS if k not in (agent.module, "react")]
+    new = rng.choice(kinds)
+    old, agent.module = agent.module, new
+    if new == "program_of_thought" and "python" not in agent.tools:
+        agent.tools = [*agent.tools, "python"]
+    return f"{agent.id}.module {old} -> {new}"
+
+
+def change_copies(g: Genome, rng: random.Random) -> str | None:
+    agent = rng.choice(g.agents)
+    new = rng.choice([c for c in (1, 3, 5) if c != agent.copies])
+    old, agent.copies = agent.copies, new
+    if new > 1 and g.topology.aggregation == "last" and (agent.id, "output") in g.topology.edges:
+        g.topology.aggregation = "majority_vote"
+    return f"{agent.id}.copies {old} -> {new}"
+
+
+def change_rounds(g: Genome, rng: random.Random) -> str | None:
+    new = rng.choice([r for r in (1, 2, 3) if r != g.topology.rounds])
+    old, g.topology.rounds = g.topology.rounds, new
+    return f"rounds {old} -> {new}"
+
+
+def change_temperature(g: Genome, rng: random.Random) -> str | None:
+    agent = rng.choice(g.agents)
+    new = rng.choice([t for t in TEMPERATURES if t != agent.temperature])
+    old, agent.temperature = agent.temperature, new
+    return f"{agent.id}.temperature {old} -> {new}"
+
+
+def change_aggregation(g: Genome, rng: random.Random) -> str | None:
+    options = [a for a in ("last", "majority_vote") if a != g.topology.aggregation]
+    if g.topology.aggregation == "judge":
+        judge = g.topology.judge
+        g.agents = [a for a in g.agents if a.id != judge]
+        g.topology.judge = None
+    new = rng.choice(options)
+    old, g.topology.aggregation = g.topology.aggregation, new
+    return f"aggregation {old} -> {new}"
+
+
+def change_lm(g: Genome, rng: random.Random, aliases: tuple[str, ...] = ("worker", "meta")) -> str | None:
+    agent = rng.choice(g.agents)
+    options = [a for a in aliases if a != agent.lm]
+    if not options:
+        return None
+    old, agent.lm = agent.lm, rng.choice(options)
+    return f"{agent.id}.lm {old} -> {agent.lm}"
+
+
+EDITS: dict[str, Edit] = {
+    "add_agent": add_agent, "remove_agent": remove_agent, "rewire": rewire, "change_module": change_module,
+    "change_copies": change_copies, "change_rounds": change_rounds, "change_temperature": change_temperature,
+    "change_aggregation": change_aggregation,
+}
+
+
+def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None = None,
+           tries: int = 12) -> tuple[Genome, str] | None:
+    """A valid, different genome one structural edit away, with a description of the edit."""
+    if genome.kind != "config":
+        return None
+    pool = edits or EDITS
+    for _ in range(tries):
+        name = rng.choice(sorted(pool))
+        child = genome.model_copy(deep=True)
+        what = pool[name](child, rng)
+        if what is None:
+            continue
+        child.metadata = {}
+        if not problems(child) and child.id != genome.id:
+            child.name = f"{genome.name.split('~')[0]}~{child.short_id[:6]}"
+            return child, what
+    return None
+
+
+def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple[Genome, str] | None:
+    """Child with ``a``'s topology whose agents take ``b``'s settings (module, instructions, copies,
+    temperature) where ids or positions match: capabilities from one parent, wiring from the other."""
+    if a.kind != "config" or b.kind != "config":
+        return None
+    for _ in range(tries):
+        child = a.model_copy(deep=True)
+        taken = []
+        for i, agent in enumerate(child.agents):
+            donor = next((x for x in b.agents if x.id == agent.id), b.agents[i] if i < len(b.agents) else None)
+            if donor is None or rng.random() < 0.5:
+                continue
+            agent.instructions, agent.module = donor.instructions, donor.module
+            agent.copies, agent.temperature, agent.role = donor.copies, donor.temperature, donor.role
+            agent.tools = list(donor.tools)
+            taken.append(agent.id)
+        if rng.random() < 0.5:
+            child.topology.rounds = max(child.topology.rounds, b.topology.rounds)
+        if taken and not problems(child) and child.id not in (a.id, b.id):
+            child.name = f"{a.name.split('~')[0]}x{b.name.split('~')[0]}"[:60]
+            child.metadata = {}
+            return child, f"agents {', '.join(taken)} from {b.short_id}"
+    return None

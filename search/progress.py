@@ -1,0 +1,110 @@
+"""Live terminal view of a search: strategy, generation, candidates, best and median score, the
+quality-vs-cost front, dollars/tokens/calls against budget, elapsed time and ETA."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from masforge.search.context import SearchContext
+
+
+def _fmt_limit(value: float, limit: float | None, fmt: str) -> str:
+    return f"{value:{fmt}}" + (f" / {limit:{fmt}}" if limit is not None else "")
+
+
+class SearchProgress:
+    """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY)."""
+
+    def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
+        self.console = console or Console()
+        self.enabled = enabled
+        self.ctx: SearchContext | None = None
+        self.live: Live | None = None
+        self.started = time.monotonic()
+        self.last = ""
+
+    def attach(self, ctx: SearchContext) -> None:
+        self.ctx = ctx
+
+    def __enter__(self) -> SearchProgress:
+        if self.enabled and self.console.is_terminal:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.update(self._render())
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "candidate":
+            c = data["candidate"]
+            tag = "reused" if data.get("reused") else c.operator
+            star = " *best*" if data.get("improved") else ""
+            self.last = f"{c.short_id} {c.genome.name[:40]} score {c.score:.3f} ({tag}){star}"
+        elif kind == "rejected":
+            self.last = f"rejected {data.get('name', '')[:30]}: {str(data.get('reason', ''))[:90]}"
+        elif kind in ("stage", "test", "stalled"):
+            self.last = f"{kind}: {data}"
+        else:
+            return
+        if self.live is not None:
+            self.live.update(self._render())
+        elif self.enabled and self.ctx is not None:
+            self.console.print(self._line(), highlight=False)
+
+    def _stats(self) -> dict[str, Any]:
+        ctx = self.ctx
+        if ctx is None:
+            return {}
+        snap = ctx.client.ledger.snapshot()
+        scores = [c.score for c in ctx.population]
+        best = ctx.best(1)
+        elapsed = time.monotonic() - self.started
+        cap = ctx.limits.max_candidates
+        eta = None
+        if cap and ctx.evaluated:
+            eta = elapsed / ctx.evaluated * max(cap - ctx.evaluated, 0)
+        return {"snap": snap, "best": best[0] if best else None, "median": statistics.median(scores) if scores else 0,
+                "elapsed": elapsed, "eta": eta, "cap": cap, "front": len(ctx.front())}
+
+    def _line(self) -> str:
+        s = self._stats()
+        ctx = self.ctx
+        assert ctx is not None
+        best = f"{s['best'].score:.3f}" if s["best"] else "-"
+        return (f"[{ctx.strategy} g{ctx.generation}] {ctx.evaluated}/{s['cap'] or '∞'} cand, best {best}, "
+                f"${s['snap']['dollars']:.4f}, {s['snap']['tokens']} tok | {self.last}")
+
+    def _render(self) -> Group:
+        ctx = self.ctx
+        if ctx is None:
+            return Group(Text("starting search ..."))
+        s = self._stats()
+        b = ctx.client.ledger.budget
+        snap = s["snap"]
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        best = s["best"]
+        table.add_row("strategy", f"{ctx.strategy}  (generation {ctx.generation})")
+        table.add_row("candidates", f"{ctx.evaluated}" + (f" / {s['cap']}" if s["cap"] else "")
+                      + f"   rejected {ctx.rejected}, duplicates {ctx.duplicates}, reused {ctx.reused}")
+        table.add_row("best", f"{best.score:.3f} {best.genome.name} ({best.short_id})" if best else "-")
+        table.add_row("median", f"{s['median']:.3f}    front: {s['front']} systems")
+        table.add_row("spent", f"${_fmt_limit(snap['dollars'], b.max_dollars, '.4f')}   tokens "
+                      f"{_fmt_limit(snap['tokens'], b.max_tokens, 'd')}   LM calls "
+                      f"{_fmt_limit(snap['llm_calls'], b.max_calls, 'd')} (+{snap['cache_hits']} cached)")
+        eta = f"{s['eta']:.0f}s" if s["eta"] is not None else "-"
+        table.add_row("time", f"{s['elapsed']:.0f}s elapsed, ETA {eta}")
+        table.add_row("last", self.last)
+        return Group(table)
