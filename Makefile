@@ -11,7 +11,7 @@ LLAMA_VERSION ?= 0.3.36
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test venv llama model lint bench clean-venv
+.PHONY: run test venv llama model lint bench clean-venv chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,11 +38,17 @@ model: $(BIN)/.llama
 	$(BIN)/masforge models pull
 
 run: model
-	$(BIN)/masforge run seeds/cot.yaml --input "Write a Python function that reverses a string"
+	$(BIN)/masforge search --config examples/quickstart.yaml
 
-test: model
+test: model chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# The HTML report is checked in a real headless browser; without chromium that one test is skipped.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
+		echo "chromium could not be installed: the report's browser test will be skipped"
 
 lint: venv
 	$(BIN)/ruff check .
