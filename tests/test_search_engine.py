@@ -1,0 +1,163 @@
+"""The search engine end to end on the fake LM: run folders, archive contents, held-out re-scoring,
+resume without repeating work (also after a SIGKILL), the optimize() API and the search CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import masforge
+from masforge.archive.store import Archive
+from masforge.cli import app
+from masforge.errors import ConfigError
+from masforge.lm import parse_lm
+from masforge.search.config import RunConfig
+from masforge.search.engine import run_search
+
+TASK = "rg:basic_arithmetic"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+
+
+def _cfg(tmp_path: Path, **kw: object) -> RunConfig:
+    data = {"task": TASK, "strategy": ["random"], "lm": "fake", "seeds": ["cot", "io"], "limit": 6,
+            "test_limit": 5, "test_top_k": 2, "output": str(tmp_path / "runs"), "budget": {"max_candidates": 6}}
+    data.update(kw)
+    return RunConfig.from_data(data)
+
+
+def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> None:
+    result = run_search(_cfg(tmp_path), progress=False)
+    assert result.stop_reason == "max_candidates"
+    assert len(result.candidates) == 6
+    run = result.run_dir
+    for name in ("config.yaml", "summary.json", "events.jsonl", "best.yaml"):
+        assert (run / name).is_file(), name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stats"]["evaluated"] == 6
+    assert summary["best"]["id"] == result.best.id
+    # finalists (top 2) plus the best seed are re-scored on the test split and stored in the archive
+    assert 2 <= len(result.test_scores) <= 3
+    assert any(t.is_seed for t in result.test_scores)
+    archive = Archive.open(result.archive_path)
+    assert len(archive.list(run=run.name)) == 6
+    best = result.best
+    assert archive.get_result(best.id, TASK, "validation", parse_lm("fake").key()) is not None
+    assert any(r.split == "test" for r in archive.get(result.test_scores[0].genome_id).results)
+
+
+def test_resume_continues_without_repeating(tmp_path: Path) -> None:
+    first = run_search(_cfg(tmp_path, budget={"max_candidates": 4}), progress=False)
+    calls_first = first.spend["llm_calls"]
+    assert calls_first > 0
+    resumed = run_search(RunConfig.from_data({"task": TASK, "budget": {"max_candidates": 7}}),
+                         resume=first.run_dir, progress=False)
+    assert resumed.stats["reused"] == 4          # the 4 finished candidates came back for free
+    assert resumed.stats["duplicates"] == 0      # seeds were not added twice
+    assert len(resumed.candidates) == 7
+    ids = [c.id for c in resumed.candidates]
+    assert len(ids) == len(set(ids))
+    archive = Archive.open(resumed.archive_path)
+    assert len(archive.list(run=first.run_dir.name)) == 7
+    # the budget already spent is counted: the resumed ledger starts at the first run's spend
+    assert resumed.spend["llm_calls"] >= calls_first
+
+
+def test_resume_needs_a_run_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a masforge run folder"):
+        run_search(resume=tmp_path)
+
+
+def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Path) -> None:
+    script = tmp_path / "slow_search.py"
+    script.write_text(
+        "import sys, time\n"
+        "from masforge.search.config import RunConfig\n"
+        "from masforge.search.engine import run_search\n"
+        "import masforge.testing as t\n"
+        "orig = t.fake_reply\n"
+        "def slow(messages, info=None):\n"
+        "    time.sleep(0.02)\n"
+        "    return orig(messages, info)\n"
+        "t.fake_reply = slow\n"
+        f"cfg = RunConfig.from_data({{'task': '{TASK}', 'strategy': ['random'], 'lm': 'fake', 'seeds': ['cot', 'io'],"
+        f" 'limit': 6, 'test_limit': 3, 'name': 'killed', 'output': sys.argv[1], 'budget': {{'max_candidates': 40}}}})\n"
+        "run_search(cfg, progress=False)\n"
+    )
+    env = {**os.environ, "MASFORGE_CACHE": str(tmp_path / "cache2")}
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "runs")], env=env)
+    events = tmp_path / "runs" / "killed" / "events.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if events.is_file() and len(events.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = {json.loads(line)["id"] for line in events.read_text().splitlines()}
+    assert len(finished) >= 4
+    fsck = subprocess.run(["git", "fsck"], cwd=tmp_path / "runs" / "killed" / "archive", capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    resumed = run_search(RunConfig.from_data({"task": TASK, "budget": {"max_candidates": len(finished) + 2}}),
+                         resume=tmp_path / "runs" / "killed", progress=False)
+    got = {c.id for c in resumed.candidates}
+    assert finished <= got                       # nothing finished was lost
+    assert resumed.stats["reused"] >= len(finished)  # ... and none of it was evaluated again
+
+
+def test_optimize_api_with_callable_objective(tmp_path: Path) -> None:
+    from masforge.evaluators.tasks import Task
+
+    def more_agents_is_better(outputs: dict, example: object) -> float:
+        return 1.0 if "42" in str(outputs.get("answer", "")) else 0.0
+
+    task = Task.from_callable(more_agents_is_better, examples=[{"question": "What is 40 + 2?"}] * 3)
+    result = masforge.optimize(task, strategy="random", budget=4, lm="fake", seeds=["cot"], output=tmp_path,
+                               test_limit=3)
+    assert result.best is not None and result.best.score == 1.0
+    assert result.front and result.spend["llm_calls"] > 0
+    assert result.open_archive().best(task=task.name, k=1)
+
+
+def test_search_cli_prints_tables(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["search", "--task", TASK, "--strategy", "random", "--lm", "fake", "-n", "4",
+                                   "--limit", "4", "--test-limit", "3", "--seeds", "cot", "-o",
+                                   str(tmp_path / "r"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert "top systems" in res.output and "held-out test" in res.output and "run folder" in res.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["search", "--lm", "fake"], "give --task"),
+    (["search", "--task", "nope", "--lm", "fake"], "unknown task 'nope'"),
+    (["search", "--task", TASK, "--strategy", "nosuch", "--lm", "fake", "--seeds", "cot"], "unknown strategy"),
+    (["search", "--task", TASK, "--lm", "gpt-4o"], "needs a provider prefix"),
+])
+def test_search_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    res = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "r"), "-q"])
+    assert res.exit_code == 1
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_run_config_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "run.yaml"
+    bad.write_text("task: gsm8k\nbudget: {max_candidates: 0}\n")
+    with pytest.raises(ConfigError, match="budget.max_candidates"):
+        RunConfig.load(bad)
+    bad.write_text("task: gsm8k\nstrategy: evolve\nbogus: 1\n")
+    with pytest.raises(ConfigError, match="bogus: unknown field"):
+        RunConfig.load(bad)
+    assert RunConfig.from_data({"task": "x", "strategy": "knapsack,evolve"}).strategy == ["knapsack", "evolve"]
