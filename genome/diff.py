@@ -12,14 +12,25 @@ from masforge.genome.schema import Genome
 
 @dataclass(frozen=True)
 class Change:
-    """One difference: ``op`` is ``+`` (added), ``-`` (removed) or ``~`` (changed)."""
+    """One difference: ``op`` is ``+`` (added), ``-`` (removed) or ``~`` (changed).
+
+    For long texts and code, ``old``/``new`` are the full values and ``diff`` shows what changed
+    (``[-removed words-] {+added words+}`` for text, unified-diff lines for code)."""
 
     op: str
     path: str
     old: Any = None
     new: Any = None
+    diff: str | None = None
 
     def __str__(self) -> str:
+        if self.diff is not None:
+            if "\n" not in self.diff:
+                return f"~ {self.path}: edit {_short(self.diff, 400)}"
+            lines = self.diff.splitlines()
+            shown = lines[:60] + ([f"... ({len(lines) - 60} more diff lines)"] if len(lines) > 60 else [])
+            old_n, new_n = (len(str(v).splitlines()) for v in (self.old, self.new))
+            return f"~ {self.path}: {old_n} -> {new_n} lines\n" + "\n".join("    " + line for line in shown)
         if self.op == "+":
             return f"+ {self.path}: {_short(self.new)}"
         if self.op == "-":
@@ -43,7 +54,7 @@ def _text_change(path: str, old: str, new: str) -> Change:
                 parts.append("[-" + " ".join(words_old[i1:i2]) + "-]")
             if tag in ("insert", "replace"):
                 parts.append("{+" + " ".join(words_new[j1:j2]) + "+}")
-        return Change("~", path, "text", " ".join(parts))
+        return Change("~", path, old, new, diff=" ".join(parts))
     return Change("~", path, old, new)
 
 
@@ -62,7 +73,7 @@ def diff_genomes(old: Genome, new: Genome) -> list[Change]:
         if a["code"] != b["code"]:
             diff = difflib.unified_diff(a["code"].splitlines(), b["code"].splitlines(), lineterm="", n=1)
             body = [line for line in diff if not line.startswith(("---", "+++"))]
-            changes.append(Change("~", "code", f"{len(a['code'].splitlines())} lines", "\n".join(body)))
+            changes.append(Change("~", "code", a["code"], b["code"], diff="\n".join(body)))
         return changes
     old_agents = {ag["id"]: ag for ag in a["agents"]}
     new_agents = {ag["id"]: ag for ag in b["agents"]}

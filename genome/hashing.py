@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from masforge.genome.signature import parse_signature
+
 if TYPE_CHECKING:
     from masforge.genome.schema import Genome
 
@@ -25,6 +27,14 @@ def _normalise(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_normalise(v) for v in value]
     return value
+
+
+def _canonical_signature(text: str) -> str:
+    """``"q,messages->answer: str"`` and ``"q, messages -> answer"`` are the same signature."""
+    try:
+        return str(parse_signature(text))
+    except ValueError:  # invalid genomes still get an id (validation reports the problem)
+        return " ".join(text.split())
 
 
 def canonical_dict(genome: Genome) -> dict[str, Any]:
@@ -44,7 +54,7 @@ def canonical_dict(genome: Genome) -> dict[str, Any]:
     for agent in data["agents"]:
         agent["tools"] = sorted(set(agent["tools"]))
         if agent.get("signature"):
-            agent["signature"] = " ".join(agent["signature"].split())
+            agent["signature"] = _canonical_signature(agent["signature"])
     return data
 
 

@@ -46,7 +46,9 @@ def format_validation_error(exc: ValidationError) -> str:
             parts.append(("." if parts else "") + str(loc))
     place = "".join(parts) or "genome"
     msg = err["msg"]
-    if err["type"] == "extra_forbidden":
+    if err["type"] == "value_error" and err.get("ctx", {}).get("error") is not None:
+        msg = str(err["ctx"]["error"])  # our own validators' messages, without pydantic's "Value error, "
+    elif err["type"] == "extra_forbidden":
         msg = "unknown field (remove it or check its spelling; see `masforge genome schema`)"
     elif err["type"] == "missing":
         msg = "required field is missing"
@@ -57,6 +59,8 @@ def format_validation_error(exc: ValidationError) -> str:
 
 def genome_from_data(data: Any, origin: str = "genome") -> Genome:
     """Build a :class:`Genome` from parsed YAML/JSON, raising a one-line :class:`GenomeError`."""
+    if data is None:
+        raise GenomeError(f"{origin}: the genome is empty; write a mapping with at least agents and topology")
     if not isinstance(data, dict):
         raise GenomeError(f"{origin}: a genome must be a mapping of fields, got {type(data).__name__}")
     try:

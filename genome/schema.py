@@ -70,10 +70,14 @@ class Topology(BaseModel):
         if not isinstance(value, list):
             return value
         parsed: list[Any] = []
-        for item in value:
-            if isinstance(item, str) and "->" in item:
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                if item.count("->") != 1:
+                    raise ValueError(f"edge {i} '{item}' is not an edge; write 'a -> b' or [a, b]")
                 left, _, right = item.partition("->")
                 parsed.append((left.strip(), right.strip()))
+            elif isinstance(item, list | tuple) and len(item) != 2:
+                raise ValueError(f"edge {i} {list(item)!r} must join exactly two nodes; write 'a -> b' or [a, b]")
             else:
                 parsed.append(item)
         return parsed

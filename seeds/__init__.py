@@ -1,13 +1,19 @@
-"""Hand-designed starting systems, shipped as genome files (YAML config genomes, ``.py`` code genomes)."""
+"""Hand-designed starting systems, shipped as genome files (YAML config genomes, ``.py`` code genomes),
+and the component inventory (``inventory/components.yaml``) that composition strategies build from."""
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from masforge.errors import GenomeError
-from masforge.genome.io import load_genome
-from masforge.genome.schema import Genome
+from masforge.genome.io import format_validation_error, load_genome
+from masforge.genome.schema import IDENT, Agent, Genome
 
 _SUFFIXES = (".yaml", ".yml", ".py")
 
@@ -34,3 +40,84 @@ def load_seed(name: str) -> Genome:
 def load_seeds(names: list[str] | None = None) -> list[Genome]:
     """Several seeds (all when ``names`` is None)."""
     return [load_seed(n) for n in (names or seed_names())]
+
+
+class Component(BaseModel):
+    """One inventory entry: an agent fragment, a tool or a model alias, with what it costs per use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=IDENT, description="Unique identifier.")
+    kind: Literal["agent", "tool", "model"]
+    description: str = Field(min_length=1, description="Capability: what the component is good at.")
+    cost: float = Field(ge=0.0, description="Estimated dollars per use (only ratios matter).")
+    agent: Agent | None = Field(default=None, description="For agents: the fragment to insert into a genome.")
+    tool: str | None = Field(default=None, description="For tools: a registered tool name.")
+    model: str | None = Field(default=None, pattern=IDENT, description="For models: an LM alias (worker, local, ...).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_id_defaults_to_component_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("agent"), dict) and "id" not in data["agent"]:
+            data = {**data, "agent": {"id": data.get("id"), **data["agent"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _payload_matches_kind(self) -> Component:
+        payload = {"agent": self.agent, "tool": self.tool, "model": self.model}
+        if payload[self.kind] is None:
+            raise ValueError(f"a component of kind '{self.kind}' needs the field '{self.kind}'")
+        extra = [k for k, v in payload.items() if v is not None and k != self.kind]
+        if extra:
+            raise ValueError(f"a component of kind '{self.kind}' takes no '{extra[0]}' field")
+        return self
+
+
+def inventory_path() -> Path:
+    """The shipped inventory file."""
+    return Path(str(resources.files("masforge.seeds"))) / "inventory" / "components.yaml"
+
+
+def load_inventory(path: str | os.PathLike[str] | None = None) -> list[Component]:
+    """The component inventory (the shipped one by default) as validated :class:`Component` s.
+
+    Any problem is a one-line :class:`GenomeError` naming the file and the entry, e.g.
+    ``components.yaml: components[3] 'critic': agent.tools: unknown tool 'browser' (known: ...)``.
+    """
+    from masforge.tools import tool_names
+
+    p = Path(path) if path is not None else inventory_path()
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GenomeError(f"{p}: cannot read the inventory ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise GenomeError(f"{p}{where}: invalid YAML ({getattr(exc, 'problem', None) or 'syntax error'})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("components"), list):
+        raise GenomeError(f"{p}: an inventory is a mapping with a list under 'components'")
+    known_tools = set(tool_names())
+    components: list[Component] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data["components"]):
+        name = f"'{entry['id']}'" if isinstance(entry, dict) and "id" in entry else "(no id)"
+        where = f"{p}: components[{i}] {name}"
+        if not isinstance(entry, dict):
+            raise GenomeError(f"{where}: a component is a mapping (id, kind, description, cost, ...)")
+        try:
+            comp = Component.model_validate(entry)
+        except ValidationError as exc:
+            detail = format_validation_error(exc)
+            detail = detail.removeprefix("genome: ")  # a whole-entry problem has no field to name
+            raise GenomeError(f"{where}: {detail}") from None
+        if comp.id in seen:
+            raise GenomeError(f"{where}: duplicate component id '{comp.id}'")
+        seen.add(comp.id)
+        wanted = [comp.tool] if comp.tool else (comp.agent.tools if comp.agent else [])
+        for tool in wanted:
+            if tool not in known_tools:
+                field = "tool" if comp.tool else "agent.tools"
+                raise GenomeError(f"{where}: {field}: unknown tool '{tool}' (known: {', '.join(sorted(known_tools))})")
+        components.append(comp)
+    return components

@@ -92,7 +92,8 @@ def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Pat
         "    return orig(messages, info)\n"
         "t.fake_reply = slow\n"
         f"cfg = RunConfig.from_data({{'task': '{TASK}', 'strategy': ['random'], 'lm': 'fake', 'seeds': ['cot', 'io'],"
-        f" 'limit': 6, 'test_limit': 3, 'name': 'killed', 'output': sys.argv[1], 'budget': {{'max_candidates': 40}}}})\n"
+        f" 'limit': 6, 'test_limit': 3, 'name': 'killed', 'output': sys.argv[1],"
+        f" 'budget': {{'max_candidates': 40}}}})\n"
         "run_search(cfg, progress=False)\n"
     )
     env = {**os.environ, "MASFORGE_CACHE": str(tmp_path / "cache2")}
