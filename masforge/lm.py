@@ -72,8 +72,11 @@ class LMConfig:
 
 
 def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
-    """Turn a CLI/API value into an :class:`LMConfig` (None: the embedded local model)."""
+    """Turn a CLI/API value into an :class:`LMConfig` (None: ``$MASFORGE_LM`` or the embedded local model)."""
     if spec is None:
+        default = os.environ.get("MASFORGE_LM", "").strip()
+        if default:
+            return parse_lm(default)
         return LMConfig(model="local", max_concurrency=1, max_tokens=512)
     if isinstance(spec, LMConfig):
         return spec
