@@ -1,0 +1,599 @@
+"""A tiny OpenAI-compatible HTTP server for tests and benchmarks (stdlib only).
+
+It answers ``GET /v1/models`` and ``POST /v1/chat/completions`` instantly or after a fixed latency, counts
+requests, records the peak number of requests in flight, and can fail the first N chat requests with a given
+HTTP status to exercise retries. Every connection gets its own daemon thread, so a slow request never blocks
+the others::
+
+    with StubServer(latency_s=0.2) as stub:
+        litellm.completion(model="openai/stub", api_base=stub.api_base, api_key="x", messages=[...])
+        assert stub.requests == 1
+
+The default responder answers dspy prompts: for the ChatAdapter it emits every output field the system message
+lists, in ``[[ ## field ## ]]`` sections ending with ``[[ ## completed ## ]]``; when JSON is asked for (a
+``response_format``, or dspy's JSONAdapter wording) it returns a JSON object instead. Values follow the type
+notes dspy puts in the prompt (``int`` -> ``0``, ``bool`` -> ``True``, a JSON schema -> a minimal instance);
+plain ``str`` fields read ``stub <field>``.
+
+``python -m masforge.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+__all__ = ["Responder", "StubServer", "default_responder", "example_from_schema", "main"]
+
+Responder = Callable[[list[dict[str, Any]], dict[str, Any]], "str | None"]
+"""``responder(messages, body)`` returns the reply text, or None to fall back to :func:`default_responder`."""
+
+_MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+_FIELD_LINE = re.compile(r"^\s*\d+\.\s+`(\w+)`\s+\((.*?)\):")
+_NOTE = "# note: the value you produce "
+
+
+# --------------------------------------------------------------------------------------------------
+# Default responder (dspy ChatAdapter / JSONAdapter aware)
+# --------------------------------------------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    """The text of a message ``content`` (a string or a list of OpenAI content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _last(messages: list[dict[str, Any]], role: str) -> str:
+    for msg in reversed(messages):
+        if isinstance(msg, dict) and msg.get("role") == role:
+            return _text(msg.get("content"))
+    return ""
+
+
+def _system_text(messages: list[dict[str, Any]]) -> str:
+    for msg in messages:
+        if isinstance(msg, dict) and msg.get("role") in ("system", "developer"):
+            return _text(msg.get("content"))
+    return ""
+
+
+def _output_fields(system: str) -> list[str]:
+    """Names of the fields under "Your output fields are:" in a dspy system message, in order."""
+    _, found, rest = system.partition("Your output fields are:")
+    if not found:
+        return []
+    names: list[str] = []
+    for line in rest.splitlines():
+        if line.startswith("All interactions") or _MARKER.match(line.strip()):
+            break
+        match = _FIELD_LINE.match(line)
+        if match and match.group(1) not in names:
+            names.append(match.group(1))
+    return names
+
+
+def _field_note(system: str, name: str) -> str:
+    """dspy's type note for an output field (``must be True or False``, ...), or "" for a plain string."""
+    match = re.search(r"\{" + re.escape(name) + r"\}[ \t]*" + re.escape(_NOTE) + r"(.*)$", system, re.M)
+    return match.group(1).strip() if match else ""
+
+
+def example_from_schema(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """A small value that validates against a (simple) JSON schema: required shape, first enum, minimal sizes."""
+    if not isinstance(schema, dict) or depth > 12:
+        return None
+    defs = {**(defs or {}), **schema.get("$defs", {}), **schema.get("definitions", {})}
+    if "$ref" in schema:
+        target = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1])
+        return example_from_schema(target, defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf"):
+        options = [o for o in schema.get(key, []) if not (isinstance(o, dict) and o.get("type") == "null")]
+        if options:
+            return example_from_schema(options[0], defs, depth + 1)
+    if schema.get("allOf"):
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            value = example_from_schema(part, defs, depth + 1)
+            if isinstance(value, dict):
+                merged.update(value)
+        return merged
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties", {})
+        return {name: example_from_schema(sub, defs, depth + 1) for name, sub in props.items()}
+    if kind == "array":
+        item = example_from_schema(schema.get("items", {}), defs, depth + 1)
+        return [item] * int(schema.get("minItems", 0))
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 0)) if schema.get("minLength") else "stub"
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return float(schema.get("minimum", 0.0))
+    if kind == "boolean":
+        return True
+    return None
+
+
+def _field_value(system: str, name: str) -> Any:
+    """The Python value the stub gives output field ``name``, from dspy's type note."""
+    note = _field_note(system, name)
+    if not note:
+        return f"stub {name}"
+    if note.startswith("must be True or False"):
+        return True
+    if note.startswith("must be a single int value"):
+        return 0
+    if note.startswith("must be a single float value"):
+        return 0.0
+    if "one of:" in note:
+        return note.split("one of:", 1)[1].split(";")[0].strip()
+    if "JSON schema:" in note:
+        schema = _parse_schema_note(note.split("JSON schema:", 1)[1].strip())
+        return example_from_schema(schema) if schema is not None else {}
+    return f"stub {name}"
+
+
+def _parse_schema_note(text: str) -> Any:
+    """The JSON schema in a dspy note; JSONAdapter prompts carry it escaped inside a JSON string (``\\"``)."""
+    decoder = json.JSONDecoder()
+    with contextlib.suppress(json.JSONDecodeError):
+        return decoder.raw_decode(text)[0]
+    inner = text.rstrip().rstrip(",").rstrip()
+    inner = inner[:-1] if inner.endswith('"') else inner
+    with contextlib.suppress(json.JSONDecodeError):
+        return decoder.raw_decode(json.loads(f'"{inner}"'))[0]
+    return None
+
+
+def _chat_format(value: Any) -> str:
+    """A value as dspy's ChatAdapter writes it: strings raw, booleans as ``True``, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    return json.dumps(value)
+
+
+def _wants_json(body: dict[str, Any], user: str) -> dict[str, Any] | None:
+    """The JSON schema asked for ({} for any JSON object), or None if plain text is expected."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        inner = fmt.get("json_schema") or {}
+        return inner.get("schema") or {} if isinstance(inner, dict) else {}
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        return fmt.get("schema") or {}
+    if "Respond with a JSON object" in user:
+        return {}
+    return None
+
+
+def default_responder(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    """Answer a dspy prompt with a well-formed stub for every output field (see the module docstring)."""
+    system = _system_text(messages)
+    user = _last(messages, "user")
+    declared = _output_fields(system)
+    # Order: as the last user message's format reminder asks, then any remaining declared field.
+    mentioned = [m for m in dict.fromkeys(_MARKER.findall(user)) if m in declared]
+    if not declared:  # no system message: trust the reminder ("Respond with ... `[[ ## answer ## ]]` ...")
+        _, _, reminder = user.rpartition("Respond with the corresponding output fields")
+        mentioned = [m for m in dict.fromkeys(_MARKER.findall(reminder)) if m != "completed"]
+    fields = mentioned + [f for f in declared if f not in mentioned]
+
+    schema = _wants_json(body, user)
+    if schema is not None:
+        if fields:
+            return json.dumps({name: _field_value(system, name) for name in fields})
+        return json.dumps(example_from_schema(schema) if schema else {"answer": "stub answer"})
+    if not fields:
+        return "stub answer"
+    sections = [f"[[ ## {name} ## ]]\n{_chat_format(_field_value(system, name))}" for name in fields]
+    return "\n\n".join([*sections, "[[ ## completed ## ]]"])
+
+
+# --------------------------------------------------------------------------------------------------
+# HTTP plumbing
+# --------------------------------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512  # the listen backlog: 64+ clients may connect at once
+
+    def __init__(self, addr: tuple[str, int], stub: StubServer) -> None:
+        self.stub = stub
+        super().__init__(addr, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, so pooled clients reuse connections
+    disable_nagle_algorithm = True
+    timeout = 120  # an idle keep-alive connection frees its thread after this
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.stub._track(self.connection, True)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        self.server.stub._track(self.connection, False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request access log."""
+
+    # -- responses ----------------------------------------------------------------------------------
+
+    def _send(self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(payload)
+
+    def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode("utf-8"), "application/json", headers)
+
+    def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        self._json(status, {"error": {"message": message, "type": kind, "param": None, "code": status}})
+
+
+    # -- routes -------------------------------------------------------------------------------------
+
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        return path[3:] if path.startswith("/v1") else path
+
+    def do_GET(self) -> None:
+        """``/v1/models`` lists the stub's model; ``/health`` says ok."""
+        route = self._route()
+        if route == "/models":
+            model = {"id": self.server.stub.model, "object": "model", "created": 0, "owned_by": "masforge-stub"}
+            self._json(200, {"object": "list", "data": [model]})
+        elif route == "/health":
+            self._json(200, {"status": "ok"})
+        else:
+            self._error(404, f"no route GET {self.path}", "not_found_error")
+
+    def do_POST(self) -> None:
+        """``/v1/chat/completions``: count, maybe fail, sleep the latency, answer."""
+        route = self._route()
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        if route != "/chat/completions":
+            self._error(404, f"no route POST {self.path}", "not_found_error")
+            return
+        try:
+            body = json.loads(raw.decode("utf-8") or "null")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self._error(400, f"request body is not JSON: {exc}")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._error(400, "request body must be a JSON object with a 'messages' list")
+            return
+        stub = self.server.stub
+        fail = stub._enter(body)
+        try:
+            if stub.latency_s > 0:
+                time.sleep(stub.latency_s)
+            status, payload, content_type, headers = _answer(stub, body, fail)
+        finally:
+            stub._leave()  # before the reply goes out: a client that has its answer sees in_flight drop
+        self._send(status, payload, content_type, headers)
+
+
+_Reply = tuple[int, bytes, str, dict[str, str]]
+
+
+def _json_reply(status: int, obj: Any, headers: dict[str, str] | None = None) -> _Reply:
+    return status, json.dumps(obj).encode("utf-8"), "application/json", headers or {}
+
+
+def _answer(stub: StubServer, body: dict[str, Any], fail: bool) -> _Reply:
+    """The HTTP reply to a counted chat request: an injected failure, a completion, or an SSE stream."""
+    if fail:
+        status = stub.fail_status
+        headers = {}
+        if stub.retry_after is not None:
+            headers = {"Retry-After": f"{stub.retry_after:g}", "retry-after-ms": f"{stub.retry_after * 1000:.0f}"}
+        kind = "rate_limit_error" if status == 429 else "server_error"
+        error = {"message": f"stub: injected failure (HTTP {status})", "type": kind, "param": None, "code": status}
+        return _json_reply(status, {"error": error}, headers)
+    try:
+        text = stub.reply(body)
+    except Exception as exc:  # a broken responder is a 500 the test can see, not a dead thread
+        message = f"stub responder failed: {type(exc).__name__}: {exc}"
+        return _json_reply(500, {"error": {"message": message, "type": "server_error", "param": None, "code": 500}})
+    if body.get("stream"):
+        return 200, _sse(stub, body, text), "text/event-stream", {"Cache-Control": "no-cache"}
+    return _json_reply(200, _completion(stub, body, text))
+
+
+def _usage(body: dict[str, Any], text: str, n: int) -> dict[str, int]:
+    """Token counts estimated as characters // 4."""
+    prompt = sum(len(_text(m.get("content"))) for m in body["messages"] if isinstance(m, dict)) // 4
+    completion = (len(text) // 4) * n
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _completion(stub: StubServer, body: dict[str, Any], text: str) -> dict[str, Any]:
+    n = max(1, int(body.get("n") or 1))
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop", "logprobs": None}
+        for i in range(n)
+    ]
+    return {
+        "id": stub._next_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model") or stub.model),
+        "choices": choices,
+        "usage": _usage(body, text, n),
+        "system_fingerprint": None,
+    }
+
+
+def _sse(stub: StubServer, body: dict[str, Any], text: str) -> bytes:
+    """A whole streamed reply (one content chunk, a finish chunk with usage) as server-sent events."""
+    base = {"id": stub._next_id(), "object": "chat.completion.chunk", "created": int(time.time())}
+    base["model"] = str(body.get("model") or stub.model)
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": _usage(body, text, 1)},
+    ]
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------------
+
+
+class StubServer:
+    """An OpenAI-compatible stub on a loopback port, served from a background thread.
+
+    ``latency_s`` is slept per chat request (in that request's own thread). ``responder(messages, body)``
+    returns the reply text (None: use :func:`default_responder`). The first ``fail_first_n`` chat requests
+    get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if ``retry_after`` is set).
+    """
+
+    def __init__(
+        self,
+        latency_s: float = 0.0,
+        responder: Responder | None = None,
+        *,
+        model: str = "stub",
+        fail_first_n: int = 0,
+        fail_status: int = 500,
+        retry_after: float | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if latency_s < 0 or fail_first_n < 0:
+            raise ValueError("latency_s and fail_first_n must not be negative")
+        if not 400 <= fail_status <= 599:
+            raise ValueError(f"fail_status must be an HTTP error status (4xx/5xx), got {fail_status}")
+        self.latency_s = latency_s
+        self.responder = responder
+        self.model = model
+        self.fail_first_n = fail_first_n
+        self.fail_status = fail_status
+        self.retry_after = retry_after
+        self.host = host
+        self.requested_port = port
+        self.last_body: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._failed = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._ids = itertools.count(1)
+        self._conns: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- counters (thread-safe reads) --------------------------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        """Chat-completion requests received, injected failures included."""
+        with self._lock:
+            return self._requests
+
+    @property
+    def failures(self) -> int:
+        """Injected failures sent so far."""
+        with self._lock:
+            return self._failed
+
+    @property
+    def in_flight(self) -> int:
+        """Chat-completion requests being handled right now."""
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """Peak number of chat-completion requests handled at the same time."""
+        with self._lock:
+            return self._max_in_flight
+
+    def reset_counters(self) -> None:
+        """Zero ``requests``, ``failures`` and ``max_in_flight`` (injected failures start over)."""
+        with self._lock:
+            self._requests = self._failed = 0
+            self._max_in_flight = self._in_flight
+
+    # -- addresses ---------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("the stub server is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        """OpenAI-style base URL, ``http://127.0.0.1:<port>/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is serving."""
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> StubServer:
+        """Bind the port and serve from a daemon thread (idempotent while running)."""
+        if self.running:
+            return self
+        self._httpd = _HTTPServer((self.host, self.requested_port), self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="stub-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close the listening socket and every open connection. Safe to call twice."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if thread is not None:
+            thread.join(5)
+        self._thread = None
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until :meth:`stop` is called from another thread (or Ctrl-C)."""
+        self.start()
+        assert self._thread is not None
+        try:
+            while self._thread is not None and self._thread.is_alive():
+                self._thread.join(0.5)
+        finally:
+            self.stop()
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.api_base if self.running else "stopped"
+        return f"StubServer({where}, requests={self.requests}, max_in_flight={self.max_in_flight})"
+
+    # -- used by the handler -----------------------------------------------------------------------
+
+    def reply(self, body: dict[str, Any]) -> str:
+        """The reply text for a chat request body."""
+        messages = body["messages"]
+        text = self.responder(messages, body) if self.responder is not None else None
+        return text if text is not None else default_responder(messages, body)
+
+    def _enter(self, body: dict[str, Any]) -> bool:
+        """Count a request; return whether it must get an injected failure."""
+        with self._lock:
+            self._requests += 1
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self.last_body = body
+            if self._failed < self.fail_first_n:
+                self._failed += 1
+                return True
+            return False
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _next_id(self) -> str:
+        with self._lock:
+            return f"chatcmpl-stub-{next(self._ids)}"
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run a stub server in the foreground: ``python -m masforge.stub_server --port 8000``."""
+    parser = argparse.ArgumentParser(prog="python -m masforge.stub_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--model", default="stub", help="model id listed by /v1/models")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds slept per chat request")
+    parser.add_argument("--fail-first-n", type=int, default=0)
+    parser.add_argument("--fail-status", type=int, default=500)
+    args = parser.parse_args(argv)
+    stub = StubServer(
+        args.latency,
+        model=args.model,
+        fail_first_n=args.fail_first_n,
+        fail_status=args.fail_status,
+        host=args.host,
+        port=args.port,
+    )
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        stub.start()
+    except OSError as exc:
+        print(f"stub server: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    print(f"stub server listening on {stub.api_base} (model {stub.model})", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        stub.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
