@@ -47,7 +47,7 @@ def canonical_dict(genome: Genome) -> dict[str, Any]:
         return {"kind": "code", "inputs": data["inputs"], "outputs": data["outputs"], "code": code}
     data.pop("code", None)
     topo = data["topology"]
-    topo["edges"] = sorted({(a, b) for a, b in topo["edges"]})
+    topo["edges"] = [[a, b] for a, b in sorted({(a, b) for a, b in topo["edges"]})]
     if topo["aggregation"] != "judge":
         topo["judge"] = None
     data["components"] = sorted(set(data["components"]))

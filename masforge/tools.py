@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,12 +94,24 @@ def _eval(node: ast.AST) -> float:
     raise ValueError(f"unsupported expression: {ast.unparse(node)[:60]}")
 
 
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_ASSIGN = re.compile(r"(?<![=<>!])=(?!=)")
+
+
 def calculate(expression: str) -> str:
-    """Evaluate arithmetic safely (numbers, + - * / // % **, sqrt, log, ...)."""
-    expr = expression.strip().strip("`").replace("^", "**").replace(",", "")
-    if "=" in expr:
-        expr = expr.split("=")[0]
-    value = _eval(ast.parse(expr, mode="eval"))
+    """Evaluate arithmetic safely (numbers, + - * / // % **, sqrt, log, max(a, b), ...).
+
+    ``1,000`` thousands separators and a trailing ``= result`` are tolerated."""
+    expr = expression.strip().strip("`").replace("^", "**")
+    expr = _ASSIGN.split(expr)[0]
+    try:
+        value = _eval(ast.parse(expr, mode="eval"))
+    except (SyntaxError, ValueError):
+        # Commas separate function arguments; only if that reading fails, try them as thousands separators.
+        unseparated = _THOUSANDS.sub("", expr)
+        if unseparated == expr:
+            raise
+        value = _eval(ast.parse(unseparated, mode="eval"))
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return str(round(value, 10)) if isinstance(value, float) else str(value)
