@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -107,7 +108,16 @@ def run(
         assert isinstance(client, LMClient)
         system = compile_genome(g, client)
         with console.status(f"running {g.name} on {client.config('worker').model} ..."):
-            result = system(**inputs)
+            try:
+                result = system(**inputs)
+            except MasforgeError:
+                raise
+            except Exception as exc:  # e.g. the model's reply could not be parsed: one line, not a traceback
+                from masforge.evaluators.runner import classify
+
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                raise MasforgeError(f"{g.name} failed ({classify(exc)}): {type(exc).__name__}: {first}; "
+                                    "try another --lm or a larger max_tokens") from None
         if as_json:
             print(json.dumps({"outputs": result.outputs, "trace": result.trace.to_dict(),
                               "usage": client.ledger.snapshot()}, default=str, indent=2))
@@ -349,7 +359,7 @@ def genome_diff(a: Annotated[str, typer.Argument(help="Old genome (file or seed)
             console.print("no change")
         colour = {"+": "green", "-": "red", "~": "yellow"}
         for c in changes:
-            console.print(f"[{colour[c.op]}]{c}[/{colour[c.op]}]", highlight=False, markup=True, soft_wrap=True)
+            console.print(f"[{colour[c.op]}]{escape(str(c))}[/{colour[c.op]}]", highlight=False, soft_wrap=True)
 
 
 @app.command()

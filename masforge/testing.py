@@ -8,6 +8,7 @@ small end-to-end checks are meaningful). :class:`ScriptedResponder` replays give
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -55,8 +56,21 @@ def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None =
     if not fields:
         return f"fake reply {digest}"
     parts = []
+    # ReAct steps: call the first tool once, then finish (so react agents run end to end offline).
+    user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    acted = "## observation_" in user
+    tool_choice = "finish"
     for name, typ in fields:
-        if name in ("reasoning", "rationale", "critique", "feedback", "plan"):
+        if name == "next_tool_name":
+            options = re.findall(r"'([^']+)'", typ)
+            tool_choice = "finish" if acted else next((o for o in options if o != "finish"), "finish")
+    for name, typ in fields:
+        if name == "next_tool_name":
+            value = tool_choice
+        elif name == "next_tool_args":
+            arg = _ARITH.findall(first)[0].strip() if _ARITH.findall(first) else first[:200]
+            value = "{}" if tool_choice == "finish" else json.dumps({"arg": arg})
+        elif name in ("reasoning", "rationale", "critique", "feedback", "plan", "next_thought"):
             value = f"Considering the task step by step ({digest})."
         elif typ.startswith(("int", "float")):
             value = _arithmetic(first) or "0"

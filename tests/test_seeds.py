@@ -131,12 +131,7 @@ def _uses_react(name: str) -> bool:
     return any(a.module == "react" for a in load_seed(name).agents)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason="masforge.testing.fake_reply cannot answer a ReAct step "
-                                                    "(Literal tool name, dict args); react_aware above can"))
-    if _uses_react(n) else n
-    for n in seed_names()
-])
+@pytest.mark.parametrize("name", seed_names())
 def test_seed_runs_on_the_plain_fake_lm(name):
     genome = load_seed(name)
     result = compile_genome(genome, LMClient({"worker": "fake"}, cache=False))(question=QUESTION)
