@@ -1,0 +1,348 @@
+"""Tune a genome's knobs with optuna: the structure stays, the numbers and choices move.
+
+The search space is read off one base genome (the best candidate, or ``genome_id``): per agent its
+temperature (a few values plus "LM default"), copies and dspy module kind; the rounds of a cyclic
+topology; and the aggregation (judge only if the base has one: removing it drops the judge agent).
+Each optuna trial builds a genome from those choices and submits it through ``ctx.submit``:
+
+* single objective (default): TPE on the task fitness (quality minus weighted cost);
+* ``multi_objective=True``: NSGA-II on (quality up, dollars per example down), so the study's Pareto
+  front is the quality/cost trade-off of this design.
+
+Nothing is paid twice: a trial whose knobs equal an earlier completed trial's (also from a resumed
+study) or whose genome the search already knows is told the stored value at once, and choices that do
+not change behaviour (majority vote over a single answer) are canonicalised to the same genome.
+
+The study lives in an optuna RDB storage, by default in memory; with ``storage`` (the engine passes
+``<run dir>/optuna.sqlite3``) it is an SQLite file opened with ``load_if_exists=True``, so a stopped run
+resumes the same study: its trials inform the sampler, trials left unfinished are failed and enqueued
+again, and the base genome is read back from the study so the space is the same. The sampler is seeded
+from ``ctx.seed`` (offset by the trials already in the study, so a resumed study does not replay the
+same random start-up points).
+
+Options: ``genome_id``, ``trials`` (per run; None: until the search stops), ``multi_objective``,
+``storage``, ``study_name``, ``knobs``, ``modules``, ``temperatures``, ``max_copies``, ``max_rounds``,
+``startup_trials``, ``population_size``, ``surrogate`` / ``surrogate_margin``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from masforge.errors import BudgetExceeded, ConfigError
+from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
+from masforge.genome.schema import MODULE_KINDS, Genome
+from masforge.genome.validate import problems
+from masforge.search.context import Proposal, SearchContext
+from masforge.search.population import Candidate
+from masforge.search.strategies.base import Strategy, register
+from masforge.search.surrogate import SurrogateFilter
+
+KNOBS = ("temperature", "copies", "rounds", "module", "aggregation")
+TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
+
+
+def _cyclic(genome: Genome) -> bool:
+    edges = agent_edges(genome)
+    ids = [a.id for a in genome.agents]
+    return any(is_cyclic(c, edges) for c in strongly_connected(ids, edges))
+
+
+def storage_url(storage: str) -> str:
+    """An optuna RDB URL for a path (an SQLite file, parent directories created) or a URL as given."""
+    if "://" in storage:
+        return storage
+    path = Path(storage).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _requeue(study: Any, params: dict[str, Any]) -> None:
+    """Enqueue ``params`` again unless already waiting (optuna's ``skip_if_exists`` would also skip
+    because of the failed trial itself)."""
+    from optuna.trial import TrialState
+
+    if not params:
+        return
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if t.system_attrs.get("fixed_params", t.params) == params:
+            return
+    study.enqueue_trial(params)
+
+
+@register
+class Tune(Strategy):
+    """Optuna over one genome's knobs (TPE on fitness, or NSGA-II on quality vs cost)."""
+
+    name = "tune"
+    max_idle_steps = 3
+
+    def __init__(self, genome_id: str | None = None, trials: int | None = None, multi_objective: bool = False,
+                 storage: str | None = None, study_name: str | None = None,
+                 knobs: list[str] | tuple[str, ...] = KNOBS, modules: list[str] | tuple[str, ...] | None = None,
+                 temperatures: list[float] | tuple[float, ...] = TEMPERATURES, max_copies: int = 5,
+                 max_rounds: int = 3, startup_trials: int = 5, population_size: int = 8, max_asks: int = 25,
+                 surrogate: bool = False, surrogate_margin: float = 0.1) -> None:
+        unknown = [k for k in knobs if k not in KNOBS]
+        if unknown:
+            raise ValueError(f"unknown knob '{unknown[0]}' (knobs: {', '.join(KNOBS)})")
+        bad = [m for m in modules or () if m not in MODULE_KINDS]
+        if bad:
+            raise ValueError(f"unknown module kind '{bad[0]}' (kinds: {', '.join(MODULE_KINDS)})")
+        self.genome_id = genome_id
+        self.trials = trials
+        self.multi_objective = multi_objective
+        self.storage = storage
+        self.study_name = study_name
+        self.knobs = tuple(knobs)
+        self.modules = tuple(modules) if modules else tuple(m for m in MODULE_KINDS if m != "react")
+        self.temperatures = tuple(float(t) for t in temperatures)
+        self.max_copies = max(1, int(max_copies))
+        self.max_rounds = max(2, int(max_rounds))
+        self.startup_trials = startup_trials
+        self.population_size = population_size
+        self.max_asks = max(1, int(max_asks))
+        self.use_surrogate = surrogate
+        self.surrogate_margin = surrogate_margin
+        self.filter: SurrogateFilter | None = None
+        self.study: Any = None
+        self.base: Genome | None = None
+        self.asked = 0
+        self.told_free = 0
+        """Trials answered from earlier results without an evaluation."""
+        self._pending: dict[int, tuple[Proposal, Any]] = {}
+        self._done: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ study
+
+    def setup(self, ctx: SearchContext) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial would drown the run log
+        if self.use_surrogate:
+            self.filter = SurrogateFilter(margin=self.surrogate_margin, seed=ctx.seed)
+        wanted = self._given_base(ctx)
+        name = self.study_name or f"tune-{ctx.task.name}" + ("-mo" if self.multi_objective else "")
+        study = self._open(name)
+        stored = study.user_attrs.get("base_genome")
+        if stored is not None and wanted is not None and Genome.model_validate(stored).id != wanted.id:
+            # An explicitly chosen genome with its own space gets its own study next to the old one.
+            study = self._open(f"{name}-{wanted.short_id}")
+            stored = study.user_attrs.get("base_genome")
+        if stored is not None:
+            base = Genome.model_validate(stored)
+        else:
+            base = wanted or self._best_config(ctx)
+            if base is None:
+                base = self._seed(ctx)
+            if base is None:
+                return
+            study.set_user_attr("base_genome", base.model_dump(mode="json"))
+        if base.kind != "config" or not base.agents:
+            ctx.emit("note", strategy=self.name, message=f"'{base.name}' has no agents' knobs to tune")
+            return
+        self.base, self.study = base, study
+        self._space()
+        self._recover(study)
+        if not study.trials:
+            study.enqueue_trial(self._params_of(base), skip_if_exists=True)  # start from the base's own knobs
+        study.sampler = self._sampler(ctx.seed + len(study.trials))
+
+    def _open(self, name: str) -> Any:
+        import optuna
+
+        directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
+        storage = storage_url(self.storage) if self.storage else None
+        return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
+
+    def _sampler(self, seed: int) -> Any:
+        import optuna
+
+        if self.multi_objective:
+            return optuna.samplers.NSGAIISampler(population_size=self.population_size, seed=seed)
+        return optuna.samplers.TPESampler(n_startup_trials=self.startup_trials, seed=seed)
+
+    def _recover(self, study: Any) -> None:
+        """Remember completed trials; fail trials a stopped run left running and enqueue them again."""
+        from optuna.trial import TrialState
+
+        for t in study.get_trials(deepcopy=False):
+            if t.state == TrialState.COMPLETE:
+                self._done[self._key(t.params)] = t.values if self.multi_objective else t.value
+            elif t.state == TrialState.RUNNING:
+                study.tell(t.number, state=TrialState.FAIL)
+                _requeue(study, t.params)
+
+    def _given_base(self, ctx: SearchContext) -> Genome | None:
+        if not self.genome_id:
+            return None
+        hits = [c for cid, c in ctx.by_id.items() if cid.startswith(self.genome_id)]
+        if len(hits) != 1:
+            what = "no candidate" if not hits else f"{len(hits)} candidates"
+            raise ConfigError(f"tune: genome_id '{self.genome_id}' matches {what} of this run; give a longer "
+                              "id prefix of an evaluated candidate or leave it out to tune the best")
+        return hits[0].genome
+
+    @staticmethod
+    def _best_config(ctx: SearchContext) -> Genome | None:
+        return next((c.genome for c in ctx.best(len(ctx.population)) if c.genome.kind == "config"), None)
+
+    def _seed(self, ctx: SearchContext) -> Genome | None:
+        from masforge.seeds import load_seed
+
+        try:
+            cand = ctx.try_submit(Proposal(load_seed("cot"), [], "seed", "tune starting point"))
+        except BudgetExceeded:
+            return None
+        return cand.genome if cand else None
+
+    # ------------------------------------------------------------------ search space
+
+    def _space(self) -> None:
+        assert self.base is not None
+        base = self.base
+        self._temps: dict[str, list[float | None]] = {}
+        self._mods: dict[str, list[str]] = {}
+        self._copies: dict[str, int] = {}
+        for a in base.agents:
+            temps = sorted(set(self.temperatures) | ({a.temperature} if a.temperature is not None else set()))
+            self._temps[a.id] = [None, *temps]
+            kinds = [m for m in self.modules if m != "react" or a.tools]
+            self._mods[a.id] = list(dict.fromkeys([a.module, *kinds]))
+            self._copies[a.id] = max(self.max_copies, a.copies)
+        aggs = ["last", "majority_vote"]
+        self._aggs = [*aggs, "judge"] if base.topology.aggregation == "judge" else aggs
+        self._cyclic = _cyclic(base)
+        self._rounds = max(self.max_rounds, base.topology.rounds)
+
+    def _params_of(self, g: Genome) -> dict[str, Any]:
+        """The trial parameters that reproduce ``g`` (the base) in this space."""
+        p: dict[str, Any] = {}
+        judge = g.topology.judge if g.topology.aggregation == "judge" else None
+        if "aggregation" in self.knobs:
+            p["aggregation"] = g.topology.aggregation
+        for a in g.agents:
+            if "temperature" in self.knobs:
+                p[f"{a.id}.temperature"] = a.temperature
+            if "copies" in self.knobs and a.id != judge:
+                p[f"{a.id}.copies"] = a.copies
+            if "module" in self.knobs:
+                p[f"{a.id}.module"] = a.module
+        if "rounds" in self.knobs and self._cyclic:
+            p["rounds"] = g.topology.rounds
+        return p
+
+    def build(self, trial: Any) -> Genome:
+        """The genome for an optuna trial's choices (define-by-run: the judge's knobs exist only if kept)."""
+        assert self.base is not None
+        g = self.base.model_copy(deep=True)
+        topo = g.topology
+        if "aggregation" in self.knobs:
+            agg = trial.suggest_categorical("aggregation", self._aggs)
+            if agg != "judge" and topo.aggregation == "judge":
+                g.agents = [a for a in g.agents if a.id != topo.judge]
+                topo.judge = None
+            topo.aggregation = agg
+        judge = topo.judge if topo.aggregation == "judge" else None
+        for a in g.agents:
+            if "temperature" in self.knobs:
+                a.temperature = trial.suggest_categorical(f"{a.id}.temperature", self._temps[a.id])
+            if "copies" in self.knobs and a.id != judge:
+                a.copies = trial.suggest_int(f"{a.id}.copies", 1, self._copies[a.id])
+            if "module" in self.knobs:
+                a.module = trial.suggest_categorical(f"{a.id}.module", self._mods[a.id])
+                if a.module == "program_of_thought" and "python" not in a.tools:
+                    a.tools = [*a.tools, "python"]
+        if "rounds" in self.knobs and self._cyclic:
+            topo.rounds = trial.suggest_int("rounds", 2, self._rounds)
+        feeders = {x for x, y in topo.edges if y == "output"}
+        if topo.aggregation == "majority_vote" and sum(a.copies for a in g.agents if a.id in feeders) <= 1:
+            topo.aggregation = "last"  # a vote over one answer is "last": same system, same id, no new cost
+        g.metadata = {}
+        g.name = f"{self.base.name.split('~')[0]}~tune{trial.number}"
+        return g
+
+    @staticmethod
+    def _key(params: dict[str, Any]) -> str:
+        return json.dumps(sorted(params.items()), default=str)
+
+    def _values(self, cand: Candidate) -> Any:
+        return [cand.score, cand.dollars] if self.multi_objective else cand.fitness
+
+    # ------------------------------------------------------------------ ask / tell
+
+    def step(self, ctx: SearchContext) -> list[Proposal]:
+        from optuna.trial import TrialState
+
+        if self.study is None or self.base is None:
+            return []
+        for _ in range(self.max_asks):
+            if self.trials is not None and self.asked >= self.trials:
+                return []
+            trial = self.study.ask()
+            self.asked += 1
+            genome = self.build(trial)
+            if problems(genome):
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            key = self._key(trial.params)
+            if key in self._done:  # same knobs as an earlier trial: its value, for free
+                self.study.tell(trial, self._done[key])
+                self.told_free += 1
+                continue
+            known = ctx.known(genome)
+            if known is not None:
+                self._done[key] = self._values(known)
+                self.study.tell(trial, self._done[key])
+                self.told_free += 1
+                continue
+            if self.filter is not None and not self.filter.admit(ctx, genome):
+                self.study.tell(trial, state=TrialState.PRUNED)  # hopeless per the surrogate; never paid
+                continue
+            knobs = ", ".join(f"{k}={v}" for k, v in sorted(trial.params.items()))
+            prop = Proposal(genome, [self.base.id], "tune", f"optuna trial {trial.number}: {knobs}")
+            self._pending[id(prop)] = (prop, trial)
+            return [prop]
+        return []
+
+    def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
+        from optuna.trial import TrialState
+
+        entry = self._pending.pop(id(proposal), None)
+        if entry is None:
+            return
+        trial = entry[1]
+        if candidate is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        values = self._values(candidate)
+        self._done[self._key(trial.params)] = values
+        self.study.tell(trial, values)
+
+    def run(self, ctx: SearchContext) -> None:
+        """As :meth:`Strategy.run`; trials asked but not evaluated when the run stops are failed and
+        enqueued again, so a resumed study evaluates them first."""
+        from optuna.trial import TrialState
+
+        try:
+            super().run(ctx)
+        finally:
+            for _prop, trial in self._pending.values():
+                self.study.tell(trial, state=TrialState.FAIL)
+                _requeue(self.study, trial.params)
+            self._pending.clear()
+
+    def report(self) -> dict[str, Any]:
+        """Trials asked, answered for free, the best trial(s) and surrogate counts."""
+        out: dict[str, Any] = {"asked": self.asked, "told_free": self.told_free,
+                               "surrogate": self.filter.stats() if self.filter else None}
+        if self.study is not None:
+            out["trials"] = len(self.study.trials)
+            try:
+                best = self.study.best_trials if self.multi_objective else [self.study.best_trial]
+                out["best"] = [{"number": t.number, "values": t.values, "params": t.params} for t in best]
+            except ValueError:
+                out["best"] = []
+        return out
