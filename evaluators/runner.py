@@ -219,11 +219,15 @@ class Evaluator:
             llm_calls=sum(1 for c in lm_calls if not c.cached), cache_hits=sum(1 for c in lm_calls if c.cached),
             latency_s=latency, trace=trace.to_dict(), trace_summary=trace.summary())
 
-    def evaluate(self, genome: Genome, *, threshold: float | None = None,
+    def evaluate(self, genome: Genome | Any, *, threshold: float | None = None,
                  progress: ProgressFn | None = None) -> EvalReport:
-        """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop."""
+        """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop.
+
+        Instead of a Genome, ``genome`` may be a *system factory*: an object with ``id``, ``name`` and ``inputs``
+        that, called with the LM client, returns a system like :func:`compile_genome` does (e.g. an exported
+        module loaded with :func:`masforge.export.load_exported`)."""
         mapping = input_mapping(genome, self.task)
-        system = compile_genome(genome, self.client)
+        system = compile_genome(genome, self.client) if isinstance(genome, Genome) else genome(self.client)
         report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples))
         started = time.perf_counter()
         batches = [self.examples]
@@ -246,9 +250,11 @@ class Evaluator:
 
     def _run_batch(self, system: Callable[..., Any], mapping: dict[str, str], batch: list[Example],
                    report: EvalReport, progress: ProgressFn | None) -> None:
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(batch)), thread_name_prefix="masforge-eval")
+        workers = min(self.concurrency, len(batch))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
         pending: dict[Future[ExampleResult], tuple[Example, float]] = {}
         queue = list(batch)
+        abandoned = False
         try:
             while queue or pending:
                 while queue and len(pending) < self.concurrency and not report.stopped:
@@ -274,15 +280,22 @@ class Evaluator:
                         pending.pop(fut)
                         report.examples.append(ExampleResult(
                             ex.id, {g: ex.inputs.get(t, "") for g, t in mapping.items()}, str(ex.target)[:2000],
-                            {}, 0.0, error=f"example took longer than {self.example_timeout_s:.0f}s",
+                            {}, 0.0, error=f"example took longer than {self.example_timeout_s:g}s",
                             error_kind="timeout", latency_s=now - t0))
                         if progress:
                             progress(report.n, report.planned, report)
+                        if not fut.done():
+                            # The stuck thread keeps its worker: later examples get a fresh pool instead of
+                            # queueing behind it (and timing out in the queue); the old pool finishes what runs.
+                            pool.shutdown(wait=False)
+                            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
+                            abandoned = True
         except KeyboardInterrupt:
             report.stopped = "interrupted"
             raise
         finally:
-            pool.shutdown(wait=not report.stopped == "interrupted", cancel_futures=True)
+            # Never wait for an abandoned (timed-out) example: its LM call may hang until the LM's own timeout.
+            pool.shutdown(wait=not (abandoned or report.stopped == "interrupted"), cancel_futures=True)
 
 
 def evaluate(genome: Genome, task: Task | str, *, lm: str | None = None, client: LMClient | None = None,

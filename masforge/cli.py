@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from masforge import cli_archive, cli_models
+from masforge import cli_archive, cli_export, cli_models
 from masforge.console import console, print_error, short, user_errors
 from masforge.errors import GenomeError, MasforgeError
 
@@ -189,7 +189,9 @@ def evaluate(
     from masforge.lm import Budget, LMClient
 
     with user_errors():
-        g = load_genome_arg(genome)
+        from masforge.export import is_exported, load_exported
+
+        g = load_exported(genome) if is_exported(genome) else load_genome_arg(genome)
         t = resolve_task(task, data_dir)
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
@@ -377,6 +379,10 @@ def seeds() -> None:
             g = load_genome(path)
             table.add_row(g.name, path.name, g.kind, str(len(g.agents)), short(g.description, 70))
     console.print(table)
+
+
+app.command("export")(cli_export.export)
+app.command("report")(cli_export.report)
 
 
 def main() -> None:
