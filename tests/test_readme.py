@@ -1,0 +1,60 @@
+"""Every README command that can run offline is executed here (with the deterministic fake LM), so the
+documentation cannot rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from masforge.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tour_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## A five-minute tour", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "the tour needs a bash block"
+    commands = []
+    for line in block.group(1).splitlines():
+        line = line.split("  #", 1)[0].strip()
+        if line.startswith("masforge "):
+            commands.append(line)
+    return commands
+
+
+def test_readme_has_the_two_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert "make run" in text and "make test" in text
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in ci
+
+
+def test_tour_commands_run_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MASFORGE_LM", "fake")
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+    commands = _tour_commands()
+    assert len(commands) >= 7
+    runner = CliRunner()
+    best_id = None
+    for command in commands:
+        if "<id>" in command:
+            if best_id is None:
+                summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
+                best_id = summary["best"]["id"][:12]
+            command = command.replace("<id>", best_id)
+        args = shlex.split(command)[1:]
+        if args[0] == "search":
+            args += ["-q"]
+        result = runner.invoke(app, args, env={**os.environ})
+        assert result.exit_code == 0, f"{command}\n{result.output}"
+    assert (tmp_path / "my_system.py").is_file()
+    assert (tmp_path / "runs" / "latest" / "report.html").is_file()
