@@ -22,7 +22,11 @@ Git history has two kinds of commits:
 
 Writes happen under an exclusive ``flock``; objects are written first, refs after (candidate ref, tags,
 ``main`` last), and the index last of all. A kill at any moment leaves at worst unreachable objects and an
-index whose recorded ``main`` sha no longer matches, which triggers an automatic rebuild from git.
+index whose recorded ``main`` sha is behind: the next access replays the missing journal entries (a missing,
+corrupt or otherwise inconsistent index is rebuilt from git in full). Loose objects are packed every few
+thousand, under the same lock.
+
+Queries (``get``, ``list``, ``best``, ``front``, ``lineage``, ``log``, ``get_result``) read only the index.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
 import threading
 import time
 import uuid
@@ -64,7 +69,9 @@ CANDIDATE_REFS = "refs/candidates/"
 SORTS = ("score", "cost", "generation", "created")
 EVENT_KINDS = ("add", "result", "promote", "prune")
 SUBJECT_MAX = 72
-GC_EVERY = 1000  # writes between `git gc --auto` checks (git itself decides whether packing is due)
+MAINTAIN_EVERY = 500  # writes (of this process) between checks whether loose objects need packing
+PACK_LOOSE_AT = 5000  # loose objects that trigger packing them (git's own gc.auto is 6700)
+MAX_PACKS = 40  # more packs than this are consolidated into one
 
 _MARKER_TEXT = json.dumps({"format": FORMAT_VERSION, "tool": "masforge"}) + "\n"
 _GITIGNORE_TEXT = f"# local, rebuildable state of the masforge archive\n{INDEX_FILE}*\n{LOCK_FILE}\n"
@@ -105,6 +112,11 @@ CREATE TABLE events(
     seq INTEGER PRIMARY KEY, at TEXT NOT NULL, kind TEXT NOT NULL, genome_id TEXT NOT NULL,
     summary TEXT NOT NULL, commit_sha TEXT NOT NULL);
 """
+# Index columns of the candidates table in CandidateRecord field order (minus parents and results).
+_CANDIDATE_COLUMNS = ("id", "name", "kind", "strategy", "operator", "rationale", "generation", "run", "created_at",
+                      "tags", "status", "commit_sha")
+_CANDIDATE_FIELDS = ("genome_id", "name", "kind", "strategy", "operator", "rationale", "generation", "run",
+                     "created_at", "tags", "status", "commit")
 _RESULT_COLUMNS = ("task", "split", "lm_key", "score", "ci_low", "ci_high", "n", "dollars", "tokens", "llm_calls",
                    "latency_s", "failures", "extra", "evaluated_at")
 
@@ -160,18 +172,20 @@ class Lineage(NamedTuple):
 
 
 def _build_tree(focus: CandidateRecord, next_of: Callable[[CandidateRecord], list[CandidateRecord]]) -> LineageNode:
-    # Lineage is a DAG (crossovers share ancestors); expand every node once so the tree stays linear in size.
+    # Lineage is a DAG (crossovers share ancestors): expand each node only at its first place in display
+    # (pre-order) and mark later places as repeated, so the tree stays linear in size. Iterative, because
+    # long runs have lineages deeper than Python's recursion limit.
     root = LineageNode(focus)
-    seen = {focus.genome_id}
+    seen: set[str] = set()
     stack = [root]
     while stack:
         node = stack.pop()
-        for rec in next_of(node.record):
-            child = LineageNode(rec, repeated=rec.genome_id in seen)
-            node.children.append(child)
-            if not child.repeated:
-                seen.add(rec.genome_id)
-                stack.append(child)
+        if node.record.genome_id in seen:
+            node.repeated = True
+            continue
+        seen.add(node.record.genome_id)
+        node.children = [LineageNode(rec) for rec in next_of(node.record)]
+        stack.extend(reversed(node.children))
     return root
 
 
@@ -267,6 +281,8 @@ class Archive:
         self._db: sqlite3.Connection | None = None
         self._db_ino: int | None = None
         self._writes = 0
+        self._packed_refs: dict[str, str] = {}
+        self._packed_signature: tuple[int, int, int] | None = None
 
     # ---------------------------------------------------------------- opening
 
@@ -404,11 +420,21 @@ class Archive:
             text = ""
         if text:
             return text
-        with contextlib.suppress(FileNotFoundError):  # after `git gc` / `git pack-refs` refs live in packed-refs
-            for line in (self._git_dir / "packed-refs").read_text(encoding="utf-8").splitlines():
-                if line.endswith(" " + name) and not line.startswith(("#", "^")):
-                    return line.split(" ", 1)[0]
-        return None
+        # After `git gc` / `git pack-refs` refs live in packed-refs (10,000+ lines here): parse it once per change.
+        packed = self._git_dir / "packed-refs"
+        try:
+            st = packed.stat()
+        except FileNotFoundError:
+            return None
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if signature != self._packed_signature:
+            refs: dict[str, str] = {}
+            for line in packed.read_text(encoding="utf-8").splitlines():
+                if line and not line.startswith(("#", "^")):
+                    sha, _, ref = line.partition(" ")
+                    refs[ref] = sha
+            self._packed_refs, self._packed_signature = refs, signature
+        return self._packed_refs.get(name)
 
     def _write_ref(self, name: str, sha: str) -> None:
         path = self._git_dir / name
@@ -459,17 +485,35 @@ class Archive:
         self._write_ref(MAIN_REF, journal)
         return event, journal, when
 
-    def _gc(self) -> None:
-        # Thousands of loose objects cost disk (one block each) and speed; `gc --auto` packs them when git's
-        # own threshold is reached. It runs in the foreground under our flock: a detached gc would race our
-        # ref writes (which treat any leftover .lock file as stale).
+    def _maintain(self) -> None:
+        """Pack loose objects once there are many of them (each costs a disk block and a file lookup).
+
+        Not `git gc --auto`: that walks all history (repack, prune, commit-graph) on every run, which grows with
+        the archive. Here `git pack-objects` packs exactly the loose objects (O(new objects)); `prune-packed`
+        removes the loose copies; packs are consolidated only when there are many. Runs under our flock, so no
+        masforge writer races it; every step is crash-safe in git itself (temp files, then renames)."""
         self._sweep()
-        with contextlib.suppress(git.GitCommandError):
-            self._repo.git.execute(["git", "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"])
+        loose: list[str] = []
+        for folder in os.scandir(self._objects):
+            if len(folder.name) == 2 and folder.is_dir():
+                loose += [folder.name + entry.name for entry in os.scandir(folder.path) if len(entry.name) == 38]
+        if len(loose) < PACK_LOOSE_AT:
+            return
+        git_cmd = ["git", "-C", str(self.path)]
+        try:
+            subprocess.run([*git_cmd, "pack-objects", "-q", str(self._objects / "pack" / "pack")], check=True,
+                           input="\n".join(loose) + "\n", capture_output=True, text=True)
+            subprocess.run([*git_cmd, "prune-packed", "-q"], check=True, capture_output=True)
+            if len(list((self._objects / "pack").glob("pack-*.pack"))) > MAX_PACKS:
+                subprocess.run([*git_cmd, "repack", "-a", "-d", "-q"], check=True, capture_output=True)
+            subprocess.run([*git_cmd, "pack-refs", "--all", "--prune"], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            pass  # packing is an optimisation; the loose objects stay valid if it fails
 
     def _sweep(self) -> None:
         """Remove what killed writers left behind: ref lock files (they would block `git pack-refs`) and our
-        temporary object files. Only called under the flock, when no masforge writer can be mid-write."""
+        temporary object files. Only called under the flock, when no masforge writer can be mid-write
+        (a git command a person runs in the archive at that very moment is not protected)."""
         for lock in [*(self._git_dir / "refs").rglob("*.lock"), self._git_dir / "packed-refs.lock"]:
             lock.unlink(missing_ok=True)
         for tmp in self._objects.glob("tmp_obj_masforge_*"):
@@ -562,31 +606,38 @@ class Archive:
             self._rebuild(force=True)
             return self._query(lambda db: db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
 
-    def _read_journal(self, head: str) -> list[tuple[str, str, str, int, str]]:
-        """(kind, genome id, event commit, time, subject) per journal commit, oldest first."""
-        out = self._repo.git.log("--first-parent", "--reverse", "--format=%P%x1f%ct%x1f%B%x1e", head)
+    def _read_journal(self, revs: str) -> tuple[list[tuple[str, str, str, int, str]], str | None]:
+        """Events (kind, genome id, event commit, time, subject) of the journal commits in ``revs`` (first-parent
+        walk), oldest first, and the first parent of the oldest commit walked."""
+        out = self._repo.git.log("--first-parent", "--reverse", "--format=%P%x1f%ct%x1f%B%x1e", revs)
         events: list[tuple[str, str, str, int, str]] = []
-        for chunk in out.split("\x1e"):
+        base: str | None = None
+        for number, chunk in enumerate(out.split("\x1e")):
             chunk = chunk.strip("\n")
             if not chunk:
                 continue
             parents, when, body = chunk.split("\x1f", 2)
             parent_list = parents.split()
+            if number == 0:
+                base = parent_list[0] if parent_list else None
             tr = _trailers(body)
             if len(parent_list) < 2 or tr.get("event") not in EVENT_KINDS or "genome" not in tr:
                 continue  # the init commit, or someone's manual commit on main
             events.append((tr["event"], tr["genome"], parent_list[1], int(when), body.strip().splitlines()[0]))
-        return events
+        return events, base
 
     def _rebuild(self, force: bool = False) -> None:
         with self._write_lock():
-            if not force and self._index_state() == "ok":
+            state = self._index_state()
+            if not force and state == "ok":
                 return  # another process rebuilt it while we waited for the lock
             self._sweep()  # a stale index usually means a killed writer: tidy up after it first
             head = self._read_ref(MAIN_REF)
             if head is None:
                 raise ArchiveError(f"{self.path}: the archive has no main branch (damaged; restore it from a clone)")
-            journal = self._read_journal(head)
+            if state == "stale" and not force and self._catch_up(head):
+                return
+            journal, _ = self._read_journal(head)
             first_commit: dict[str, str] = {}
             tips: dict[str, str] = {}
             for kind, gid, event, _, _ in journal:
@@ -629,6 +680,49 @@ class Archive:
             self._connect()
             self._repair_refs(tips, statuses)
 
+    def _catch_up(self, head: str) -> bool:
+        """Apply only the journal entries the index misses (the usual case after a killed writer: a few events,
+        not the whole history). False if the index's commit is not on main's first-parent chain."""
+        assert self._db is not None
+        db = self._db
+        row = db.execute("SELECT value FROM meta WHERE key = 'head'").fetchone()
+        if row is None or not _HEX.match(row[0]):
+            return False
+        try:
+            entries, base = self._read_journal(f"{row[0]}..{head}")
+        except git.GitCommandError:
+            return False  # the index names a commit this repository does not have
+        if base != row[0]:
+            return False
+        tips: dict[str, str] = {}
+        statuses: dict[str, str] = {}
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for kind, gid, event, when, subject in entries:
+                record = self._read_candidate(gid, event)
+                known = db.execute("SELECT 1 FROM candidates WHERE id = ?", (gid,)).fetchone() is not None
+                if known == (kind == "add"):
+                    raise ArchiveError(f"journal entry {event[:12]} does not fit the index")
+                if kind == "add":
+                    self._index_candidate(db, record, event, event)
+                else:
+                    db.execute("UPDATE candidates SET status = ?, tags = ?, tip_sha = ? WHERE id = ?",
+                               (record.status, json.dumps(record.tags), event, gid))
+                db.execute("DELETE FROM results WHERE genome_id = ?", (gid,))
+                for result in record.results:
+                    self._index_result(db, gid, result)
+                db.execute("INSERT INTO events(at, kind, genome_id, summary, commit_sha) VALUES (?, ?, ?, ?, ?)",
+                           (_iso(when), kind, gid, subject, event))
+                tips[gid], statuses[gid] = event, record.status
+            db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (head,))
+            db.execute("COMMIT")
+        except (ArchiveError, sqlite3.DatabaseError):
+            with contextlib.suppress(sqlite3.DatabaseError):
+                db.execute("ROLLBACK")
+            return False
+        self._repair_refs(tips, statuses)
+        return True
+
     def _read_candidate(self, gid: str, tip: str) -> CandidateRecord:
         tree = self._candidate_tree(gid, tip)
         origin = f"{self.path.name}:candidates/{gid[:12]}"
@@ -653,8 +747,9 @@ class Archive:
         for ref, sha in wanted.items():
             if current.get(ref) != sha:
                 self._write_ref(ref, sha)
+        shorts = {gid[:12] for gid in statuses}
         for ref in current:
-            if ref.startswith("refs/tags/") and ref not in wanted:
+            if ref.startswith("refs/tags/") and ref not in wanted and ref.rsplit("/", 1)[1] in shorts:
                 self._delete_ref(ref)
 
     @staticmethod
@@ -696,41 +791,50 @@ class Archive:
         except sqlite3.DatabaseError:
             self._rebuild(force=True)  # the write is in git already; the rebuilt index will contain it
         self._writes += 1
-        if self._writes % GC_EVERY == 0:
-            self._gc()
+        if self._writes % MAINTAIN_EVERY == 0:
+            self._maintain()
 
     # ---------------------------------------------------------------- reading records
 
     @staticmethod
     def _load(db: sqlite3.Connection, ids: Sequence[str]) -> list[CandidateRecord]:
         """Records for ``ids`` (same order; unknown ids skipped), results and parents included."""
-        rows: dict[str, sqlite3.Row] = {}
-        parents: dict[str, list[str]] = {}
-        results: dict[str, list[ResultRecord]] = {}
         unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            for row in db.execute(f"SELECT * FROM candidates WHERE id IN ({marks})", chunk):
-                rows[row["id"]] = row
-            for row in db.execute(f"SELECT child, parent FROM edges WHERE child IN ({marks}) ORDER BY child, pos",
-                                  chunk):
-                parents.setdefault(row[0], []).append(row[1])
-            for row in db.execute(f"SELECT * FROM results WHERE genome_id IN ({marks}) "
-                                  "ORDER BY task, split, lm_key", chunk):
-                results.setdefault(row["genome_id"], []).append(_result_from_row(row))
+        if not unique:
+            return []
+        # One query per table with the ids as a JSON array (no variable limit, no chunking); plain tuples and
+        # trusted constructors, because lineage and list may load thousands of records at once.
+        cur = db.cursor()
+        cur.row_factory = None
+        # Few ids: index lookups. Many (a seed's descendants, a full list): one scan filtered in Python is faster.
+        if len(unique) < 1000:
+            where, params = " WHERE {} IN (SELECT value FROM json_each(?))", (json.dumps(unique),)
+        else:
+            where, params = "", ()
+        keep = set(unique)
+        rows = {r[0]: r for r in cur.execute(
+            f"SELECT {', '.join(_CANDIDATE_COLUMNS)} FROM candidates" + where.format("id"), params) if r[0] in keep}
+        parents: dict[str, list[str]] = {}
+        for child, parent in cur.execute("SELECT child, parent FROM edges" + where.format("child")
+                                         + " ORDER BY child, pos", params):
+            if child in keep:
+                parents.setdefault(child, []).append(parent)
+        results: dict[str, list[ResultRecord]] = {}
+        for r in cur.execute(f"SELECT genome_id, {', '.join(_RESULT_COLUMNS)} FROM results"
+                             + where.format("genome_id") + " ORDER BY genome_id, task, split, lm_key", params):
+            if r[0] in keep:
+                results.setdefault(r[0], []).append(_result_from_values(r[1:]))
         out: list[CandidateRecord] = []
         for gid in unique:
             row = rows.get(gid)
             if row is None:
                 continue
-            out.append(CandidateRecord(
-                genome_id=gid, name=row["name"], kind=row["kind"], parents=parents.get(gid, []),
-                strategy=row["strategy"], operator=row["operator"], rationale=row["rationale"],
-                generation=row["generation"], run=row["run"], created_at=row["created_at"],
-                tags=json.loads(row["tags"]), status=row["status"], results=results.get(gid, []),
-                commit=row["commit_sha"],
-            ))
+            record = object.__new__(CandidateRecord)  # the index only ever holds validated records
+            record.__dict__.update(zip(_CANDIDATE_FIELDS, row, strict=True))
+            record.tags = _json(record.tags)  # type: ignore[arg-type]
+            record.parents = parents.get(gid, [])
+            record.results = results.get(gid, [])
+            out.append(record)
         return out
 
     @staticmethod
@@ -962,22 +1066,24 @@ class Archive:
                 cparams.append(value)
         if not include_pruned:
             cwhere.append("c.status != 'pruned'")
-        if task is not None or split is not None:
-            cwhere.append("b.genome_id IS NOT NULL")
         order = {
             "score": "b.score IS NULL, b.score DESC, b.dollars ASC, c.seq ASC",
             "cost": "b.dollars IS NULL, b.dollars ASC, b.score DESC, c.seq ASC",
             "generation": "c.generation DESC, c.seq DESC",
             "created": "c.seq DESC",
         }[sort]
-        sql = (
-            "WITH b AS (SELECT genome_id, score, dollars, ROW_NUMBER() OVER "
-            "(PARTITION BY genome_id ORDER BY score DESC, dollars ASC) AS rn FROM results"
-            + (" WHERE " + " AND ".join(rwhere) if rwhere else "") + ") "
-            "SELECT c.id, b.score, b.dollars FROM candidates c LEFT JOIN b ON b.genome_id = c.id AND b.rn = 1"
-            + (" WHERE " + " AND ".join(cwhere) if cwhere else "")
-            + f" ORDER BY {order} LIMIT ?"
-        )
+        # Each candidate's best result (SQLite takes the bare `dollars` from the row holding MAX(score)). It is
+        # computed once as a grouped sub-query and joined, never re-evaluated per candidate row (that was O(N^2)).
+        best = ("SELECT genome_id, MAX(score) AS score, dollars FROM results"
+                + (" WHERE " + " AND ".join(rwhere) if rwhere else "") + " GROUP BY genome_id")
+        where = " WHERE " + " AND ".join(cwhere) if cwhere else ""
+        if task is not None or split is not None:
+            sql = f"SELECT c.id, b.score, b.dollars FROM ({best}) b JOIN candidates c ON c.id = b.genome_id{where}"
+        elif sort in ("generation", "created"):
+            sql = f"SELECT c.id, NULL, NULL FROM candidates c{where}"
+        else:
+            sql = f"SELECT c.id, b.score, b.dollars FROM candidates c LEFT JOIN ({best}) b ON b.genome_id = c.id{where}"
+        sql += f" ORDER BY {order} LIMIT ?"
         params = [*rparams, *cparams, -1 if limit is None else max(0, int(limit))]
         return self._query(lambda db: [(r[0], r[1], r[2]) for r in db.execute(sql, params)])
 
@@ -1047,11 +1153,26 @@ class Archive:
         return self._query(read)
 
 
+def _json(text: str) -> Any:
+    # Most tags/failures/extra are empty; skipping the decoder for them matters when loading thousands.
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    return json.loads(text)
+
+
+def _result_from_values(values: Sequence[Any]) -> ResultRecord:
+    """A ResultRecord from index columns (in _RESULT_COLUMNS order), without re-validating trusted data."""
+    record = object.__new__(ResultRecord)
+    record.__dict__.update(zip(_RESULT_COLUMNS, values, strict=True))
+    record.failures = _json(record.failures)  # type: ignore[arg-type]
+    record.extra = _json(record.extra)  # type: ignore[arg-type]
+    return record
+
+
 def _result_from_row(row: sqlite3.Row) -> ResultRecord:
-    values = {c: row[c] for c in _RESULT_COLUMNS}
-    values["failures"] = json.loads(values["failures"])
-    values["extra"] = json.loads(values["extra"])
-    return ResultRecord(**values)
+    return _result_from_values([row[c] for c in _RESULT_COLUMNS])
 
 
 def _change_text(text: str) -> str:

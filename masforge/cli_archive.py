@@ -162,7 +162,10 @@ def show(
             info.add_row("tags", escape(", ".join(rec.tags)))
         parents = [arch.get(p) for p in rec.parents]
         info.add_row("parents", "\n".join(f"{p.short_id} {escape(p.name)}" for p in parents) or "- (seed)")
-        info.add_row("children", "\n".join(f"{c.short_id} {escape(c.name)}" for c in children) or "-")
+        shown = [f"{c.short_id} {escape(c.name)}" for c in children[:10]]
+        if len(children) > 10:
+            shown.append(f"... and {len(children) - 10} more (`masforge archive lineage {rec.short_id}`)")
+        info.add_row("children", "\n".join(shown) or "-")
         if rec.rationale:
             info.add_row("rationale", escape(rec.rationale))
         console.print(info)

@@ -142,9 +142,18 @@ def test_lineage_seed_mutation_crossover_in_git(arch: Archive):
     assert [r.genome_id for r in ancestors] == [a.id, b.id, m.id] and descendants == []
     lin = arch.lineage(a.id)
     assert lin.ancestors == [] and [r.genome_id for r in lin.descendants] == [m.id, x.id]
+    assert [r.genome_id for r in arch.lineage(a.id, depth=1).descendants] == [m.id]
     tree = arch.lineage(x.id).ancestor_tree(arch.get(x.id))
     assert sorted(n.record.name for n in tree.children) == ["a", "b"]
     assert arch.get(x.id).parents == [m.id, b.id]
+    # a DAG (y's parents are m and m's own parent a): a is expanded once, at its first place in display order
+    y = config_genome("y", "Solve it.", temperature=0.9)
+    arch.add(y, parents=[m.id, a.id], operator="crossover", generation=2)
+    ytree = arch.lineage(y.id).ancestor_tree(arch.get(y.id))
+    assert [(n.record.name, n.repeated) for n in ytree.children] == [("a", False), ("a", True)]
+    assert [(n.record.genome_id, n.repeated) for n in ytree.children[0].children] == [(a.id, False)]
+    dtree = arch.lineage(a.id).descendant_tree(arch.get(a.id))
+    assert [(n.record.genome_id, n.repeated) for n in dtree.children] == [(m.id, False), (y.id, True)]
     with pytest.raises(ArchiveError, match="not in the archive"):
         arch.add(config_genome("orphan", "new"), parents=[config_genome("never-added", "zzz")])
     # a caller's message is used as is
@@ -252,7 +261,7 @@ def test_list_best_front_promote_prune_log(arch: Archive):
     assert len(arch.log(None)) == 5 + 5 + 2
 
 
-def test_index_rebuilt_when_missing_corrupt_or_stale(tmp_path: Path):
+def test_index_rebuilt_when_missing_corrupt_or_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "archive"
     arch = Archive.open(path, create=True)
     gs = _populate(arch)
@@ -280,19 +289,54 @@ def test_index_rebuilt_when_missing_corrupt_or_stale(tmp_path: Path):
     index.write_bytes(good[: len(good) // 2])
     with Archive.open(path) as fresh:
         assert snapshot(fresh) == before
-    # stale: an old copy of the index (as after a crash between the git write and the index write)
+    # stale: an old copy of the index (as after a crash between the git write and the index write); the
+    # missing events are replayed from the journal and give the same index as a full rebuild
     old = index.read_bytes()
     extra = config_genome("late", "added after the snapshot")
-    arch.add(extra)
+    arch.add(extra, parents=[gs["best"]], operator="mutate")
+    arch.add_result(extra.id, result(0.95, dollars=9.0))
+    arch.promote(gs["dominated"].id)
+    arch.prune(gs["cheap"].id)
+    after = snapshot(arch)
     index.write_bytes(old)
-    assert extra.id in arch and len(arch) == 6
+    caught_up: list[bool] = []
+    catch_up = Archive._catch_up
+
+    def spy(self: Archive, head: str) -> bool:
+        caught_up.append(catch_up(self, head))
+        return caught_up[-1]
+
+    monkeypatch.setattr(Archive, "_catch_up", spy)
+    assert snapshot(arch) == after and len(arch) == 6
+    assert caught_up == [True]  # replayed 4 events instead of rebuilding everything
     assert arch.rebuild_index() == 6
+    assert snapshot(arch) == after
     # an index built by another schema version is thrown away too
     with sqlite3.connect(index) as db:
         db.execute("UPDATE meta SET value = '999' WHERE key = 'schema'")
     with Archive.open(path) as fresh:
         assert len(fresh) == 6
     arch.close()
+
+
+def test_packing_keeps_everything_readable(arch: Archive, monkeypatch: pytest.MonkeyPatch):
+    from masforge.archive import store
+
+    monkeypatch.setattr(store, "MAINTAIN_EVERY", 4)
+    monkeypatch.setattr(store, "PACK_LOOSE_AT", 10)
+    prev: str | None = None
+    for i in range(6):
+        rec = arch.add(config_genome(f"p{i}", f"packed {i}"), parents=[prev] if prev else [], operator="mutate")
+        arch.add_result(rec.genome_id, result(i / 10))
+        prev = rec.genome_id
+    assert "in-pack: 0" not in git_out(arch.path, "count-objects", "-v")
+    assert (arch.path / ".git" / "packed-refs").is_file()  # refs were packed too
+    fsck_clean(arch.path)
+    assert len(arch) == 6 and arch.get_result(prev, "gsm8k", "dev", "lm-a").score == 0.5
+    assert arch.genome(prev).name == "p5" and len(arch.lineage(prev).ancestors) == 5
+    assert arch.rebuild_index() == 6
+    arch.add(config_genome("after", "after packing"), parents=[prev], operator="mutate")
+    assert len(arch) == 7
 
 
 def test_prefix_resolution_and_errors(arch: Archive):
