@@ -291,6 +291,13 @@ def search(
                           f"(worker LM: {cfg.lm or 'local'}) ...")
             result = run_search(cfg, progress=not quiet, console=console)
         print_search_result(result)
+        from masforge.report import build_report, write_report
+
+        try:
+            path = write_report(build_report(result.run_dir), Path(result.run_dir) / "report.html")
+            console.print(f"report: {path}")
+        except MasforgeError as exc:  # the search result stands even if the report cannot be drawn
+            print_error(f"report not written: {exc}")
 
 
 def print_search_result(result: object) -> None:
@@ -319,7 +326,7 @@ def print_search_result(result: object) -> None:
     if best is not None:
         console.print(f"best: [bold]{best.genome.name}[/bold] ({best.short_id}) score {best.score:.3f}")
     console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]
-    console.print(f"next: masforge archive list --archive {r.archive_path} | masforge report {r.run_dir}")  # type: ignore[attr-defined]
+    console.print(f"browse: masforge archive list --archive {r.archive_path}")  # type: ignore[attr-defined]
 
 
 @genome_app.command("validate")

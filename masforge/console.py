@@ -9,8 +9,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-console = Console()
-err_console = Console(stderr=True)
+# Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
+console = Console() if Console().is_terminal else Console(width=140)
+err_console = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=200)
 
 
 def print_error(message: str) -> None:
