@@ -9,16 +9,21 @@ embedded llama.cpp model (started on demand, free); ``fake`` is a deterministic 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import random
+import socket
 import sqlite3
+import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
@@ -260,9 +265,121 @@ def _is_transient(exc: BaseException) -> bool:
                 "ContextWindowExceededError", "ContentPolicyViolationError", "UnprocessableEntityError"):
         return False
     status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and (status == 429 or status >= 500):
+    if isinstance(status, int) and (status in (408, 429) or status >= 500):
         return True
     return name in _TRANSIENT_NAMES or isinstance(exc, TimeoutError | ConnectionError)
+
+
+class EndpointError(Exception):
+    """An HTTP error answer from an OpenAI-compatible endpoint called directly (see ``_openai_compatible``)."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(f"HTTP {status_code}: {message}")
+        self.status_code = status_code
+
+
+# OpenAI-compatible endpoints (``openai/<model>`` at an ``api_base``: the local llama.cpp server, vLLM, LM
+# Studio, the test stub) are called directly over pooled keep-alive HTTP connections instead of through
+# litellm. Calls run in threads that share the GIL, so client CPU per call caps throughput: measured on two
+# cores, litellm.completion costs 5-10 ms per call (logging objects, an asyncio loop per call for its service
+# logger, price-table lookups) and an httpx client 2-5 ms with 64 threads, against ~0.5 ms for http.client;
+# with litellm an evaluation topped out near 80 LM calls/s whatever the concurrency (bench/concurrency.py).
+# The request body is the one litellm sends for these models. Hosted providers still go through litellm.
+_PLAIN_EXTRA = frozenset({"top_p", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user",
+                          "top_k", "min_p", "repeat_penalty", "n"})
+_ENDPOINTS: dict[str, _Endpoint] = {}
+_ENDPOINTS_LOCK = threading.Lock()
+_CATALOG_PRICES: dict[str, tuple[float, float]] = {}
+
+
+class _Endpoint:
+    """Keep-alive HTTP/1.1 connections to one OpenAI-compatible server, shared by every thread."""
+
+    def __init__(self, api_base: str) -> None:
+        parts = urlsplit(api_base)
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.https else 80)
+        self.url = api_base.rstrip("/") + "/chat/completions"
+        self.path = parts.path.rstrip("/") + "/chat/completions"
+        # A proxy configured for this host means litellm (httpx honours the proxy settings); http.client does not.
+        proxies = urllib.request.getproxies()
+        self.proxied = parts.scheme in proxies and not urllib.request.proxy_bypass(self.host)
+        self._ssl = ssl.create_default_context() if self.https else None
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def get(api_base: str) -> _Endpoint:
+        with _ENDPOINTS_LOCK:
+            ep = _ENDPOINTS.get(api_base)
+            if ep is None:
+                ep = _ENDPOINTS[api_base] = _Endpoint(api_base)
+            return ep
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        if self.https:
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        conn.connect()
+        # Headers and body go out in two writes: without TCP_NODELAY, Nagle holds the body back for an ACK.
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes]:
+        """POST ``body`` to ``/chat/completions``: (status, reason, response bytes). Transport failures raise
+        ConnectionError or TimeoutError (both retried by the caller)."""
+        for attempt in range(2):
+            with self._lock:
+                conn = self._idle.pop() if self._idle and attempt == 0 else None
+            reused = conn is not None
+            try:
+                if conn is None:
+                    conn = self._connect(timeout)
+                else:
+                    conn.timeout = timeout
+                    if conn.sock is not None:
+                        conn.sock.settimeout(timeout)
+                conn.request("POST", self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except TimeoutError as exc:
+                if conn is not None:
+                    conn.close()
+                raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                if conn is not None:
+                    conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed an idle keep-alive connection: once more on a fresh one
+                raise ConnectionError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    self._idle.append(conn)
+            return resp.status, resp.reason, data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _catalog_price(model: str) -> tuple[float, float]:
+    """Dollars per prompt and per completion token from litellm's price table ((0, 0) if unknown); cached."""
+    price = _CATALOG_PRICES.get(model)
+    if price is None:
+        try:
+            import litellm
+
+            info = litellm.get_model_info(model)
+            price = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
+        except Exception:
+            price = (0.0, 0.0)  # unknown model price: set price_in_per_m / price_out_per_m to count it
+        _CATALOG_PRICES[model] = price
+    return price
 
 
 class LMClient:
@@ -328,7 +445,7 @@ class LMClient:
         payload = {"model": cfg.model if (cfg.is_local or cfg.is_fake) else [cfg.model, cfg.api_base],
                    "messages": messages, "temperature": temp, "max_tokens": mtok, "sample": sample,
                    "response_format": response_format, "extra": cfg.extra, "seed": self.seed}
-        key = LMCache.make_key(payload)
+        key = LMCache.make_key(payload) if self.cache is not None else ""
         if self.cache is not None and use_cache:
             hit = self.cache.get(key)
             if hit is not None:
@@ -391,9 +508,14 @@ class LMClient:
 
     def _litellm(self, cfg: LMConfig, messages: Messages, temp: float, mtok: int, sample: int,
                  response_format: dict[str, Any] | None, start: float) -> Completion:
+        model, api_base, api_key = self._route(cfg)
+        if api_base and model.startswith("openai/") and _PLAIN_EXTRA.issuperset(cfg.extra):
+            ep = _Endpoint.get(api_base)
+            if not ep.proxied:
+                return self._openai_compatible(cfg, ep, model, api_key, messages, temp, mtok, sample,
+                                               response_format, start)
         import litellm
 
-        model, api_base, api_key = self._route(cfg)
         kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temp, "max_tokens": mtok,
                                   "timeout": cfg.timeout_s, "num_retries": 0, "drop_params": True, **cfg.extra}
         if api_base:
@@ -416,6 +538,41 @@ class LMClient:
                 cost = float(litellm.completion_cost(completion_response=resp) or 0.0)
             except Exception:
                 cost = 0.0  # unknown model price: set price_in_per_m / price_out_per_m to count it
+        return Completion(text, pt, ct, cost, time.perf_counter() - start, False, cfg.model)
+
+    def _openai_compatible(self, cfg: LMConfig, ep: _Endpoint, model: str, api_key: str | None,
+                           messages: Messages, temp: float, mtok: int, sample: int,
+                           response_format: dict[str, Any] | None, start: float) -> Completion:
+        """One chat completion POSTed straight to an OpenAI-compatible endpoint (what litellm would send)."""
+        body: dict[str, Any] = {"model": model.split("/", 1)[1], "messages": messages, "temperature": temp,
+                                "max_tokens": mtok, **cfg.extra}
+        if response_format is not None:
+            body["response_format"] = response_format
+        if temp > 0:
+            body["seed"] = self.seed * 1000 + sample
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        status, reason, raw = ep.post(json.dumps(body).encode(), headers, cfg.timeout_s)
+        if status >= 400:
+            try:
+                detail = str(json.loads(raw)["error"]["message"])
+            except Exception:
+                detail = raw.decode("utf-8", "replace").strip()[:300] or reason
+            raise EndpointError(status, detail)
+        data = json.loads(raw)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices:
+            raise EndpointError(status, f"no choices in the answer: {raw[:200].decode('utf-8', 'replace')}")
+        text = (choices[0].get("message") or {}).get("content") or ""
+        usage = data.get("usage") or {}
+        pt = int(usage.get("prompt_tokens") or 0)
+        ct = int(usage.get("completion_tokens") or 0)
+        if cfg.is_local or cfg.price_in_per_m is not None or cfg.price_out_per_m is not None:
+            cost = self._price(cfg, pt, ct)
+        else:
+            p_in, p_out = _catalog_price(cfg.model)
+            cost = pt * p_in + ct * p_out
         return Completion(text, pt, ct, cost, time.perf_counter() - start, False, cfg.model)
 
     def close(self) -> None:

@@ -1,0 +1,94 @@
+"""End to end on the embedded local model (llama.cpp + Qwen2.5-Coder-0.5B): a small HumanEval evaluation of the
+cot seed, and ``masforge run seeds/cot.yaml`` answering a question. Marked ``local_model``; skipped cleanly
+without llama-cpp-python or the pulled weights. Short generations keep both to a couple of minutes on 2 cores."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from masforge import local_model  # noqa: E402
+from masforge.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_HAVE_REAL = importlib.util.find_spec("llama_cpp") is not None and is_pulled("qwen")
+
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.slow,
+    pytest.mark.skipif(not _HAVE_REAL, reason="needs llama-cpp-python and `masforge models pull` (qwen)"),
+]
+
+# Failure kinds that mean the machinery broke, not that the small model answered badly.
+INFRASTRUCTURE = {"lm", "exception", "timeout", "genome", "system"}
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Iterator[local_model.LocalEndpoint]:
+    """The real local server, started once for this module and stopped after it."""
+    ep = ensure_local_server("qwen")
+    yield ep
+    shutdown_local_servers()
+
+
+def test_cot_on_three_humaneval_problems(qwen):
+    from masforge.evaluators.runner import Evaluator
+    from masforge.evaluators.tasks import get_task
+    from masforge.lm import LMClient, LMConfig
+    from masforge.seeds import load_seed
+
+    cfg = LMConfig(model="local", max_tokens=192, temperature=0.0, max_concurrency=1)
+    client = LMClient({"worker": cfg}, cache=False)
+    ev = Evaluator(get_task("humaneval"), client, limit=3, concurrency=1, example_timeout_s=240)
+    report = ev.evaluate(load_seed("cot"))
+
+    assert report.n == 3 and report.complete and report.stopped is None
+    assert client.ledger.tokens > 0 and client.ledger.calls >= 3 and client.ledger.errors == 0
+    assert report.dollars == 0.0 and client.ledger.dollars == 0.0  # the local model is free
+    broken = {e.example_id: e.error for e in report.examples if e.error_kind in INFRASTRUCTURE}
+    assert not broken, broken
+    for ex in report.examples:
+        assert ex.latency_s > 0
+        if ex.error is None:  # answered: scored, with its trace (a parse failure loses it, see test_lm_runner)
+            calls = [c for call in ex.trace for c in call["lm_calls"]]
+            assert calls and ex.tokens > 0
+            assert all(c["prompt_tokens"] > 0 and c["completion_tokens"] <= 192 for c in calls)
+        else:
+            assert ex.error_kind and ex.score == 0.0
+    lo, hi = report.ci
+    assert 0.0 <= lo <= report.score <= hi <= 1.0
+
+
+def _panel_text(output: str, title: str) -> str:
+    """The text inside the rich panel called ``title`` in CLI output."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if f" {title} " in line and "─" in line)
+    body = []
+    for line in lines[start + 1:]:
+        if line.lstrip().startswith("╰"):
+            break
+        body.append(line.strip().strip("│").strip())
+    return "\n".join(body).strip()
+
+
+def test_cli_run_cot_answers_on_the_local_model(qwen, monkeypatch):
+    from masforge.cli import app
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("COLUMNS", "160")
+    result = CliRunner().invoke(app, ["run", "seeds/cot.yaml", "--input",
+                                      "Write a Python function that reverses a string", "--lm", "local",
+                                      "--no-cache"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "trace of chain-of-thought" in out and "solver" in out
+    assert "LM calls" in out and "Traceback" not in out
+    answer = _panel_text(out, "answer")
+    assert answer, out
