@@ -536,12 +536,13 @@ def _load_prctl() -> Any:
 
 
 def _make_preexec(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies."""
+    """A ``preexec_fn`` asking the kernel to SIGKILL the child when its parent dies."""
     prctl = _load_prctl()
 
     def preexec() -> None:
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            # SIGKILL, not SIGTERM: uvicorn would finish a long generation before a graceful exit.
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         # The parent may have died between fork and prctl: then nobody would ever signal us.
         if os.getppid() != parent_pid:
             os.kill(os.getpid(), signal.SIGTERM)
