@@ -142,9 +142,13 @@ def main(argv: list[str] | None = None) -> None:
              f"dspy {dspy.__version__}  cpus {os.cpu_count()}  load avg {load:.1f}",
              f"# fake LM (zero latency), cache off, concurrency 1, {n} examples of {task.name}, best of {args.repeats}"]
     for seed in ("cot", "debate"):
-        run(seed, task, min(n, 10), instrumented=False)  # warm-up: imports, dspy signature caches
-        plain = min((run(seed, task, n, instrumented=False) for _ in range(args.repeats)), key=lambda r: r["wall"])
-        timed = min((run(seed, task, n, instrumented=True) for _ in range(args.repeats)), key=lambda r: r["wall"])
+        run(seed, task, n, instrumented=False)  # warm-up: imports, dspy signature caches, generated examples
+        plains, timeds = [], []
+        for _ in range(args.repeats):  # interleaved, so both see the same machine load
+            plains.append(run(seed, task, n, instrumented=False))
+            timeds.append(run(seed, task, n, instrumented=True))
+        plain = min(plains, key=lambda r: r["wall"])
+        timed = min(timeds, key=lambda r: r["wall"])
         calls, examples = plain["calls"], plain["examples"]
         parts = breakdown(timed)
         masforge = sum(v for k, v in parts if k.startswith("masforge"))

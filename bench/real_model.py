@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = LMConfig(model="local", max_tokens=args.max_tokens, max_concurrency=1)
         client = LMClient({"worker": cfg}, cache=False)
         meter = CallMeter(client)
-        ev = Evaluator(get_task("humaneval"), client, limit=args.examples, concurrency=1)
+        # No per-example timeout to speak of: on a busy machine llama.cpp can be 10x slower than usual.
+        ev = Evaluator(get_task("humaneval"), client, limit=args.examples, concurrency=1, example_timeout_s=3600)
 
         def progress(done: int, total: int, rep) -> None:
             e = rep.examples[-1]
