@@ -200,7 +200,11 @@ class CompiledSystem:
             raise GenomeError(f"genome '{self.genome.name}' needs input '{missing[0]}' "
                               f"(inputs: {', '.join(self.genome.inputs)})")
         with recording() as trace:
-            outputs, candidates = self._run(inputs)
+            try:
+                outputs, candidates = self._run(inputs)
+            except Exception as exc:
+                exc.trace = trace  # type: ignore[attr-defined]  # the evaluator keeps a failure's trace
+                raise
         return SystemResult(outputs=outputs, trace=trace, candidates=candidates)
 
     def _context(self, agent: Agent, inputs: dict[str, Any], state: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -330,9 +330,6 @@ def test_unparsable_model_output_is_a_scored_parse_failure():
     assert report.failure_examples(2)[0].error_kind == "parse"
 
 
-@pytest.mark.xfail(reason="genome/compile.py does not attach the partial trace to the exception yet "
-                          "(Evaluator._one reads exc.trace); fix: set exc.trace = trace in CompiledSystem.__call__",
-                   strict=False)
 def test_parse_failure_keeps_its_trace():
     client = LMClient({"worker": "fake"}, cache=False, responder=lambda messages, info: "garbage")
     report = Evaluator(question_task(1), client, limit=1, concurrency=1).evaluate(load_seed("cot"))
@@ -455,6 +452,7 @@ def test_failure_examples_errors_first_then_lowest_scores():
 def cli(monkeypatch, tmp_path):
     from masforge.cli import app
 
+    monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)
     monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
