@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import json
 import re
 import sys
@@ -37,6 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from masforge.errors import ArchiveError, GenomeError, MasforgeError
+from masforge.genome import compile as _compile
 from masforge.genome.schema import Genome
 
 EXPORT_FORMATS = ("python", "yaml", "json")
@@ -716,33 +718,7 @@ def _dspy_tool(name: str, fn: ToolFn) -> dspy.Tool:
     return dspy.Tool(_safe(fn), name=name, desc=TOOL_DESCRIPTIONS[name], args={"arg": {"type": "string"}})
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return str(value)
-
-
-def normalise_answer(value: Any) -> str:
-    """Canonical text for voting: lower case, no surrounding punctuation, numbers in one form."""
-    text = " ".join(str(value).strip().lower().split()).strip(" .!\\"'`")
-    try:
-        num = float(text.replace(",", "").replace("$", ""))
-        return str(int(num)) if num.is_integer() else str(num)
-    except ValueError:
-        return text
-
-
-def format_messages(entries: list[tuple[str, dict[str, Any]]]) -> str:
-    """Predecessor outputs as the text an agent reads in its `messages` field."""
-    if not entries:
-        return "(no messages yet)"
-    blocks = []
-    for who, outputs in entries:
-        body = "\\n".join(f"{k}: {v}" for k, v in outputs.items())
-        blocks.append(f"[{who}]\\n{body}")
-    return "\\n\\n".join(blocks)
+@SHARED_HELPERS@
 
 
 class Agent:
@@ -951,6 +927,10 @@ def build(lm: dspy.BaseLM | None = None, *, lms: dict[str, dspy.BaseLM] | None =
     """
     return System(lm, lms=lms, tools=tools, trace_hook=trace_hook, fatal=fatal)
 '''
+
+# The voting/messaging helpers are masforge's own source, copied in, so export and runtime cannot drift.
+_CONFIG_RUNTIME = _CONFIG_RUNTIME.replace("@SHARED_HELPERS@", "\n\n\n".join(
+    inspect.getsource(fn).strip() for fn in (_compile._plain, _compile.normalise_answer, _compile.format_messages)))
 
 _LITELLM_LM = '''
 class LiteLLM(dspy.BaseLM):
