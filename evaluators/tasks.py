@@ -46,6 +46,7 @@ import math
 import random
 import threading
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -101,14 +102,16 @@ def objective(quality: float, dollars: float, *, cost_weight: float = 0.0) -> fl
 # --------------------------------------------------------------------------------------------
 
 
-class SplitSource:
+class SplitSource(ABC):
     """Where a task's examples come from; loaded on first use."""
 
+    @abstractmethod
     def get(self, split: str, limit: int | None) -> list[Example]:
-        raise NotImplementedError
+        """The first ``limit`` examples of ``split``."""
 
+    @abstractmethod
     def sizes(self) -> dict[str, int]:
-        raise NotImplementedError
+        """Number of examples per split."""
 
 
 class _StaticSplits(SplitSource):
