@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
@@ -21,14 +20,13 @@ from rich.tree import Tree
 
 from masforge.archive.records import CandidateRecord, ResultRecord
 from masforge.archive.store import SORTS, Archive, LineageNode
+from masforge.console import console, user_errors
 from masforge.errors import MasforgeError
 from masforge.genome.diff import diff_genomes
 from masforge.genome.io import dump_genome
 
 app = typer.Typer(help="Browse an archive.", no_args_is_help=True)
 
-console = Console()
-err_console = Console(stderr=True)
 
 DEFAULT_ARCHIVE = Path("runs/latest/archive")
 _ARCHIVE_HELP = "Archive folder (a run's archive is <run folder>/archive)."
@@ -38,19 +36,10 @@ def _archive_option() -> Any:
     return typer.Option(DEFAULT_ARCHIVE, "--archive", "-a", help=_ARCHIVE_HELP)
 
 
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Print a MasforgeError as one red line and exit 1 (never a traceback)."""
-    try:
-        yield
-    except MasforgeError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from None
-
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator[Archive]:
-    with _user_errors():
+    with user_errors():
         if not path.exists():
             raise MasforgeError(f"{path}: no archive there (run a search first, or pass --archive PATH)")
         with Archive.open(path) as archive:

