@@ -26,6 +26,7 @@ from typing import Any
 
 import dspy
 
+from masforge.adapters import make_adapter, resolve_adapter
 from masforge.dspy_lm import MasforgeLM
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.genome.graph import agent_edges, execution_plan, is_cyclic, predecessors
@@ -80,12 +81,22 @@ def _with_fields(spec_inputs: list[str], extra_in: list[str], outputs: str) -> s
     return f"{', '.join(ins)} -> {outputs}"
 
 
+def agent_adapter(agent: Agent, client: LMClient) -> str:
+    """The concrete prompt adapter an agent uses: its own choice, else its LM configuration's."""
+    cfg = client.config(agent.lm)
+    if agent.adapter != "auto":
+        return resolve_adapter(agent.adapter, local=cfg.is_local)
+    return cfg.resolved_adapter
+
+
 class _AgentRunner:
     """One agent's dspy module(s), callable on a dict of inputs with a sample index."""
 
     def __init__(self, genome: Genome, agent: Agent, client: LMClient) -> None:
         self.agent = agent
         self.client = client
+        self.adapter_name = agent_adapter(agent, client)
+        self.adapter = make_adapter(self.adapter_name)
         self.sig = agent_signature(genome, agent)
         sig_text = str(self.sig)
         outs = sig_text.split("->", 1)[1].strip()
@@ -126,7 +137,7 @@ class _AgentRunner:
 
     def __call__(self, inputs: dict[str, Any], sample: int) -> dict[str, Any]:
         lm = MasforgeLM(self.client, self.agent.lm, temperature=self.agent.temperature, sample=sample)
-        with dspy.context(lm=lm):
+        with dspy.context(lm=lm, adapter=self.adapter):
             if self.agent.module == "program_of_thought":
                 return self._program_of_thought(inputs)
             if self.agent.module == "refine":

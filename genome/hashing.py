@@ -53,6 +53,8 @@ def canonical_dict(genome: Genome) -> dict[str, Any]:
     data["components"] = sorted(set(data["components"]))
     for agent in data["agents"]:
         agent["tools"] = sorted(set(agent["tools"]))
+        if agent.get("adapter") == "auto":
+            del agent["adapter"]  # the default leaves ids made before adapters existed unchanged
         if agent.get("signature"):
             agent["signature"] = _canonical_signature(agent["signature"])
     return data

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from masforge.adapters import AdapterName
+
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")
 MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
@@ -46,6 +48,11 @@ class Agent(BaseModel):
     tools: list[str] = Field(default_factory=list, description="Tool names from the tool registry.")
     copies: int = Field(default=1, ge=1, le=16, description="Independent samples of this agent.")
     max_iters: int = Field(default=3, ge=1, le=10, description="Iterations for react / refine / program_of_thought.")
+    adapter: AdapterName = Field(
+        default="auto",
+        description="Prompt format: 'plain' (ordinary chat, for small models), 'chat' (dspy field markers), "
+        "'json', or 'auto' (the LM configuration's choice: plain on the embedded model, chat elsewhere).",
+    )
 
 
 class Topology(BaseModel):

@@ -59,6 +59,9 @@ class LMConfig:
     timeout_s: float = 180.0
     extra: dict[str, Any] = field(default_factory=dict)
     """Further litellm completion arguments (e.g. ``{"top_p": 0.9}``)."""
+    adapter: str = "auto"
+    """How dspy modules talk to this LM (``auto``, ``chat``, ``json``, ``plain``; see masforge.adapters).
+    A genome agent may override it."""
 
     @property
     def is_local(self) -> bool:
@@ -68,10 +71,20 @@ class LMConfig:
     def is_fake(self) -> bool:
         return self.model == "fake" or self.model.startswith("fake:")
 
+    @property
+    def resolved_adapter(self) -> str:
+        """The concrete adapter ``auto`` stands for with this LM (``plain`` on the embedded model)."""
+        from masforge.adapters import resolve_adapter
+
+        return resolve_adapter(self.adapter, local=self.is_local)
+
     def key(self) -> str:
-        """Fingerprint of what changes answers (model, endpoint kind, sampling); keys cached results."""
+        """Fingerprint of what changes answers (model, endpoint kind, sampling, prompt adapter); keys cached
+        results."""
         base = None if (self.is_local or self.is_fake) else self.api_base
         payload = [self.model, base, self.temperature, self.max_tokens, sorted(self.extra.items())]
+        if self.resolved_adapter != "chat":  # results made before adapters existed keep their key
+            payload.append(self.resolved_adapter)
         digest = hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()[:10]
         return f"{self.model}@{digest}"
 
@@ -82,20 +95,25 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
         default = os.environ.get("MASFORGE_LM", "").strip()
         if default:
             return parse_lm(default)
-        return LMConfig(model="local", max_concurrency=1, max_tokens=512)
+        return LMConfig(model="local", max_concurrency=1, max_tokens=1024)
     if isinstance(spec, LMConfig):
         return spec
     if isinstance(spec, dict):
         try:
-            return LMConfig(**spec)
+            cfg = LMConfig(**spec)
         except TypeError as exc:
             raise ConfigError(f"bad LM configuration {spec!r}: {exc} (fields: model, api_base, temperature, "
-                              "max_tokens, price_in_per_m, price_out_per_m, max_concurrency, ...)") from None
+                              "max_tokens, price_in_per_m, price_out_per_m, max_concurrency, adapter, ...)") from None
+        from masforge.adapters import ADAPTERS
+
+        if cfg.adapter not in ADAPTERS:
+            raise ConfigError(f"LM '{cfg.model}': unknown adapter '{cfg.adapter}'; use one of {', '.join(ADAPTERS)}")
+        return cfg
     text = str(spec).strip()
     if not text:
         raise ConfigError("empty LM name: give a litellm model string like openai/gpt-4o-mini, or 'local'")
     if text == "local" or text.startswith("local:"):
-        return LMConfig(model=text, max_concurrency=1, max_tokens=512)
+        return LMConfig(model=text, max_concurrency=1, max_tokens=1024)
     if text == "fake" or text.startswith("fake:"):
         return LMConfig(model=text, max_concurrency=64, temperature=0.0)
     if "/" not in text:

@@ -54,7 +54,7 @@ def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None =
     first = next(iter(inputs.values()), "")
     digest = hashlib.sha256((first + str(info.get("sample", 0))).encode()).hexdigest()[:6]
     if not fields:
-        return f"fake reply {digest}"
+        return _plain_reply(messages, digest)
     parts = []
     # ReAct steps: call the first tool once, then finish (so react agents run end to end offline).
     user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
@@ -82,6 +82,34 @@ def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None =
             value = _arithmetic(first) or f"{name} to: {first[:60]}"
         parts.append(f"[[ ## {name} ## ]]\n{value}")
     return "\n\n".join(parts) + "\n\n[[ ## completed ## ]]"
+
+
+_PLAIN_SECTION = re.compile(r"^([A-Z][\w ]*?): ?(.*)$", re.M)
+
+
+def _plain_reply(messages: Sequence[dict[str, Any]], digest: str) -> str:
+    """A reply to a plain-chat prompt (the ``plain`` adapter or a raw ``llm()`` call)."""
+    user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    answer = _arithmetic(user) or f"fake answer {digest}"
+    if "Reply with these parts" in user:
+        form = user.rsplit("Reply with these parts", 1)[1].split("\n", 1)[-1]
+        lines = []
+        for name, hint in _PLAIN_SECTION.findall(form):
+            if hint.startswith("(one of:"):
+                options = [o.strip() for o in hint[len("(one of:"):].rstrip(")").split(",")]
+                acted = "observation" in user.lower() and "Trajectory:\n\n" not in user
+                value = "finish" if acted or "finish" not in options else next(o for o in options if o != "finish")
+            elif hint.startswith("(yes or no)"):
+                value = "yes"
+            elif hint.startswith("(a JSON object)"):
+                value = "{}"
+            else:
+                value = answer
+            lines.append(f"{name}: {value}")
+        return "\n".join(lines)
+    if "Final answer:" in user:
+        return f"Considering the task step by step ({digest}).\nFinal answer: {answer}"
+    return f"fake reply {digest}"  # a bare prompt: the reply's length is what tests of accounting rely on
 
 
 class ScriptedResponder:

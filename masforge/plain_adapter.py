@@ -1,0 +1,290 @@
+"""The ``plain`` prompt adapter: ordinary chat for small and local models (see :mod:`masforge.adapters`).
+
+One user message holds the instructions, the inputs (a single input verbatim, several as labelled blocks)
+and, only when the module needs more than one output, a short note on the reply's form. Replies are read
+leniently and never fail on format alone: one output takes the whole reply; chain of thought takes the
+text after "Final answer:" (else the last code block, kept fenced, else the last line); several outputs
+are labelled sections, and a reply with no labels at all is the main answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from typing import Any, Literal, Union, get_args, get_origin
+
+import dspy
+from dspy.signatures.signature import Signature
+
+from masforge.prompts import render
+
+# Output fields that carry working, not the answer: chain of thought and ReAct name them so.
+_WORKING = ("reasoning", "rationale", "next_thought", "thought")
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n.*?(?:```|\Z)", re.S)
+_FINAL = re.compile(r"^[\s>*#_]*(?:the\s+)?final\s+answer\s*(?:is)?\s*[*_]*\s*[:\-]?[*_]*[ \t]*", re.I | re.M)
+# dspy's (and masforge's) stock sentence for a signature without instructions says nothing to a model.
+_DEFAULT_INSTRUCTIONS = re.compile(r"^\s*Given the fields [^\n]*?, produce the fields [^\n]*?\.(?:\s|$)")
+# A chain-of-thought "final answer" that points back at code written above instead of repeating it.
+_POINTER = re.compile(r"\b(above|previous|preceding|provided|given)\b|\b(code|function|solution|implementation|"
+                      r"program)\b", re.I)
+_DEFINES = re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+", re.M)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def label(name: str) -> str:
+    """``is_correct`` -> ``Is correct``: how a field is named to the model."""
+    text = name.replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def _description(field: Any, name: str) -> str:
+    desc = str(getattr(field, "json_schema_extra", {}).get("desc", "") or "")
+    return "" if desc in ("", f"${{{name}}}") else desc
+
+
+def _kind(annotation: Any) -> str:
+    """A coarse type of an output field: str, int, float, bool, list, dict or literal."""
+    if annotation in (int, float, bool, str):
+        return annotation.__name__
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return "literal"
+    if origin in (list, tuple, set) or annotation in (list, tuple, set):
+        return "list"
+    if origin is dict or annotation is dict:
+        return "dict"
+    if origin in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        return _kind(inner[0]) if len(inner) == 1 else "str"
+    return "str"
+
+
+class PlainAdapter(dspy.Adapter):
+    """Plain chat for small models: one ordinary user message in, leniently parsed text out."""
+
+    # -- formatting -------------------------------------------------------------------------------
+
+    def format(self, signature: type[Signature], demos: list[dict[str, Any]],
+               inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        for demo in demos:
+            if all(k in demo for k in signature.input_fields) and all(k in demo for k in signature.output_fields):
+                messages.append({"role": "user", "content": self._request(signature, demo)})
+                messages.append({"role": "assistant", "content": self.format_assistant_message_content(
+                    signature, demo)})
+        messages.append({"role": "user", "content": self._request(signature, inputs)})
+        return messages
+
+    def _request(self, signature: type[Signature], inputs: dict[str, Any]) -> str:
+        parts = []
+        instructions = _DEFAULT_INSTRUCTIONS.sub("", signature.instructions or "").strip()
+        if instructions:
+            parts.append(instructions)
+        parts.append(self._inputs(signature, inputs))
+        ask = self._reply_form(signature)
+        if ask:
+            parts.append(ask)
+        return "\n\n".join(p for p in parts if p)
+
+    @staticmethod
+    def _inputs(signature: type[Signature], inputs: dict[str, Any]) -> str:
+        names = [n for n in signature.input_fields if n in inputs]
+        if len(names) == 1:  # the one input as it is: the model sees the task's own prompt text
+            return _text(inputs[names[0]])
+        return "\n\n".join(f"{label(n)}:\n{_text(inputs[n])}" for n in names)
+
+    @staticmethod
+    def _reply_form(signature: type[Signature]) -> str:
+        outs = list(signature.output_fields.items())
+        working = [n for n, _ in outs if n in _WORKING]
+        answers = [(n, f) for n, f in outs if n not in _WORKING]
+        if len(outs) == 1:
+            name, field = outs[0]
+            kind = _kind(field.annotation)
+            return "" if kind == "str" else render(f"plain_{kind}", options=_options(field.annotation))
+        if len(answers) == 1 and len(working) == 1 and outs[0][0] in _WORKING:
+            # Chain of thought: reasoning, then the answer after a marker in plain words.
+            kind = _kind(answers[0][1].annotation)
+            hint = "" if kind == "str" else " " + render(f"plain_{kind}", options=_options(answers[0][1].annotation))
+            return render("plain_cot", hint=hint)
+        lines = []
+        for name, field in outs:
+            desc = _description(field, name)
+            kind = _kind(field.annotation)
+            form = render(f"plain_{kind}", options=_options(field.annotation)) if kind != "str" else ""
+            lines.append(f"{label(name)}: " + " ".join(p for p in (desc, form) if p).strip())
+        return render("plain_sections", sections="\n".join(lines))
+
+    def format_assistant_message_content(self, signature: type[Signature], outputs: dict[str, Any],
+                                         missing_field_message: str | None = None) -> str:
+        outs = list(signature.output_fields)
+        if len(outs) == 1:
+            return _text(outputs.get(outs[0], missing_field_message or ""))
+        return "\n".join(f"{label(n)}: {_text(outputs.get(n, missing_field_message or ''))}" for n in outs)
+
+    def format_user_message_content(self, signature: type[Signature], inputs: dict[str, Any], prefix: str = "",
+                                    suffix: str = "", main_request: bool = False) -> str:
+        return "\n\n".join(p for p in (prefix, self._inputs(signature, inputs), suffix) if p)
+
+    def format_field_description(self, signature: type[Signature]) -> str:
+        return ""
+
+    def format_field_structure(self, signature: type[Signature]) -> str:
+        return self._reply_form(signature)
+
+    def format_task_description(self, signature: type[Signature]) -> str:
+        return (signature.instructions or "").strip()
+
+    # -- parsing ----------------------------------------------------------------------------------
+
+    def parse(self, signature: type[Signature], completion: str) -> dict[str, Any]:
+        text = _strip_think(completion or "")
+        outs = list(signature.output_fields.items())
+        if len(outs) == 1:
+            name, field = outs[0]
+            return {name: _coerce(text.strip(), field.annotation)}
+        working = [n for n, _ in outs if n in _WORKING]
+        answers = [(n, f) for n, f in outs if n not in _WORKING]
+        if len(answers) == 1 and len(working) == 1 and outs[0][0] in _WORKING:
+            reasoning, answer = split_final_answer(text)
+            return {working[0]: reasoning, answers[0][0]: _coerce(answer, answers[0][1].annotation)}
+        return self._sections(outs, text)
+
+    @staticmethod
+    def _sections(outs: list[tuple[str, Any]], text: str) -> dict[str, Any]:
+        names = [n for n, _ in outs]
+        alternatives = "|".join(
+            re.escape(alias) for n in names for alias in sorted({label(n), n, n.replace("_", " ")}, key=len,
+                                                                 reverse=True))
+        header = re.compile(rf"^[\s>*#_`\-]*({alternatives})[*_`]*\s*[:\-][*_`]*[ \t]*", re.I | re.M)
+        by_alias = {alias.lower(): n for n in names for alias in (label(n), n, n.replace("_", " "))}
+        found: dict[str, str] = {}
+        matches = list(header.finditer(text))
+        for i, m in enumerate(matches):
+            name = by_alias[m.group(1).lower()]
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+            if name not in found:
+                found[name] = text[m.end():end].strip()
+        result: dict[str, Any] = {}
+        main = next((n for n in reversed(names) if n not in _WORKING), names[-1])
+        for name, field in outs:
+            if name in found:
+                result[name] = _coerce(found[name], field.annotation)
+            elif name == main and not found:
+                result[name] = _coerce(text.strip(), field.annotation)  # no labels at all: the reply is the answer
+            elif name in _WORKING:
+                result[name] = text[: matches[0].start()].strip() if matches else ""
+            else:
+                result[name] = _coerce("", field.annotation)
+        return result
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(value)
+    return str(value)
+
+
+def _options(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return ", ".join(str(a) for a in get_args(annotation))
+    return ""
+
+
+def _strip_think(text: str) -> str:
+    return re.sub(r"<think>.*?(?:</think>|\Z)", "", text, flags=re.S).strip() if "<think>" in text else text
+
+
+def split_final_answer(text: str) -> tuple[str, str]:
+    """(reasoning, answer) from a chain-of-thought reply.
+
+    The answer is what follows the last "Final answer:" marker outside code blocks; without one, the last
+    fenced code block (kept fenced, so a code metric finds it), else the last non-empty line. When the
+    code written in the reasoning is the real answer (the final part points back at it, or shows only an
+    example output in a code block), that code is kept in the answer, last, where code metrics look."""
+    marks = [m for m in _FINAL.finditer(text) if text[: m.start()].count("```") % 2 == 0]
+    if marks:
+        last = marks[-1]
+        answer = text[last.end():].strip()
+        reasoning = text[: last.start()].strip()
+        if answer:
+            code = [b for b in _FENCE.findall(reasoning) if _DEFINES.search(b)]
+            if code and not _DEFINES.search(answer):
+                if _POINTER.search(answer) and "```" not in answer and not re.search(r"\d", answer):
+                    return reasoning, code[-1].strip()  # "Final answer: the function above"
+                if "```" in answer:
+                    return reasoning, f"{answer}\n\n{code[-1].strip()}"  # an example output, then the code
+            return reasoning, answer
+        text = reasoning  # a marker with nothing after it: fall back on what came before
+    blocks = list(_FENCE.finditer(text))
+    if blocks:
+        last_block = blocks[-1]
+        return text[: last_block.start()].strip(), last_block.group(0).strip()
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "", ""
+    return "\n".join(lines[:-1]).strip(), lines[-1].strip()
+
+
+def _coerce(text: str, annotation: Any) -> Any:
+    """A field value from text, as lenient as possible; never raises."""
+    kind = _kind(annotation)
+    if kind == "str":
+        return text
+    if kind == "bool":
+        low = text.lower()
+        neg = re.search(r"\b(no|false|incorrect|wrong|not correct|needs? (?:a )?change)\b", low)
+        pos = re.search(r"\b(yes|true|correct|right)\b", low)
+        if neg and (not pos or neg.start() <= pos.start()):
+            return False
+        return bool(pos)
+    if kind in ("int", "float"):
+        numbers = _NUMBER.findall(text)
+        if not numbers:
+            return 0 if kind == "int" else 0.0
+        raw = numbers[-1].replace(",", "")
+        try:
+            value = float(raw)
+        except ValueError:
+            return 0 if kind == "int" else 0.0
+        return int(value) if kind == "int" else value
+    if kind == "literal":
+        allowed = [str(a) for a in get_args(annotation)]
+        low = text.strip().strip("`'\"*").lower()
+        for option in allowed:
+            if low == option.lower():
+                return option
+        hits = [(low.find(o.lower()), o) for o in allowed if o.lower() in low]
+        return min(hits)[1] if hits else allowed[-1]
+    if kind == "list":
+        parsed = _json_fragment(text, "[", "]")
+        if isinstance(parsed, list):
+            return [_text(v) for v in parsed]
+        items = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", ln).strip() for ln in text.splitlines()]
+        return [i for i in items if i]
+    if kind == "dict":
+        parsed = _json_fragment(text, "{", "}")
+        return parsed if isinstance(parsed, dict) else {}
+    return text
+
+
+def _json_fragment(text: str, open_: str, close: str) -> Any:
+    start, end = text.find(open_), text.rfind(close)
+    if start < 0 or end <= start:
+        return None
+    fragment = text[start: end + 1]
+    try:
+        return json.loads(fragment)
+    except ValueError:
+        try:
+            import json_repair
+
+            return json_repair.loads(fragment)
+        except Exception:
+            return None
