@@ -27,6 +27,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from masforge.adapters import ADAPTERS
 from masforge.errors import BudgetExceeded, MasforgeError
 from masforge.genome.io import format_validation_error
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
@@ -34,6 +35,7 @@ from masforge.genome.validate import problems
 from masforge.lm import LMClient
 from masforge.prompts import render
 from masforge.search.context import Proposal
+from masforge.search.operators.hygiene import copied_example, descriptive_name
 from masforge.search.population import Candidate, feature_matrix
 
 if TYPE_CHECKING:
@@ -80,6 +82,7 @@ class AgentSpec(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     copies: int = Field(default=1, ge=1, le=16)
     tools: list[str] = Field(default_factory=list)
+    adapter: Literal["auto", "chat", "json", "plain"] = "auto"
 
 
 class ProposalSpec(BaseModel):
@@ -117,6 +120,7 @@ def proposal_json_schema() -> dict[str, Any]:
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
             "copies": {"type": "integer", "minimum": 1, "maximum": 16},
             "tools": {"type": "array", "items": {"type": "string", "enum": tool_names()}, "maxItems": 3},
+            "adapter": {"type": "string", "enum": list(ADAPTERS)},
         },
         "required": ["id", "role", "instructions", "module"],
     }
@@ -300,6 +304,9 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
                 a["temperature"] = _clamp(a["temperature"], 0.0, 2.0)
             if "copies" in a:
                 a["copies"] = _clamp(a["copies"], 1, 16, as_int=True)
+            if isinstance(a.get("adapter"), str):
+                adapter = a["adapter"].strip().lower()
+                a["adapter"] = adapter if adapter in ADAPTERS else "auto"  # a format name the runtime lacks
             if isinstance(a.get("tools"), list):
                 a["tools"] = list(dict.fromkeys(str(t).strip() for t in a["tools"]))
             for key in ("role", "instructions"):
@@ -373,7 +380,8 @@ def spec_to_genome(spec: ProposalSpec, *, inputs: Sequence[str] = ("question",),
     """The config :class:`Genome` a proposal describes (raises :class:`ProposalParseError` on a bad shape)."""
     try:
         agents = [Agent(id=a.id, role=a.role, instructions=a.instructions, module=a.module,
-                        temperature=a.temperature, copies=a.copies, tools=list(a.tools)) for a in spec.agents]
+                        temperature=a.temperature, copies=a.copies, tools=list(a.tools), adapter=a.adapter)
+                  for a in spec.agents]
         topology = Topology(edges=list(spec.edges), rounds=spec.rounds, aggregation=spec.aggregation,
                             judge=spec.judge)
         return Genome(kind="config", name=_slug(spec.name, name), description=spec.rationale[:400],
@@ -442,6 +450,8 @@ def genome_brief(genome: Genome, *, max_instructions: int = 160, max_code: int =
             item["temperature"] = a.temperature
         if a.tools:
             item["tools"] = list(a.tools)
+        if a.adapter != "auto":
+            item["adapter"] = a.adapter
         if a.signature:
             item["signature"] = a.signature
         item["instructions"] = _cut(" ".join(a.instructions.split()), max_instructions)
@@ -573,6 +583,7 @@ class MetaAgent:
             try:
                 genome, rationale = parse_proposal(reply, kind, inputs=inputs, outputs=outputs,
                                                    name=base.name if base else "repaired")
+                self._check_general(genome, ctx)
             except ProposalParseError as exc:
                 self.counters["parse_errors"] += 1
                 text, problem = reply, str(exc)
@@ -781,6 +792,7 @@ class MetaAgent:
         inputs, outputs = self._io(ctx, base)
         try:
             genome, rationale = parse_proposal(reply, kind, inputs=inputs, outputs=outputs, name=operator)
+            self._check_general(genome, ctx)
         except ProposalParseError as exc:
             self.counters["parse_errors"] += 1
             self._note(operator, str(exc))
@@ -792,6 +804,20 @@ class MetaAgent:
                 fixed.operator = operator
             return fixed
         return self._accept(genome, rationale, operator, parents, 0)
+
+    def _check_general(self, genome: Genome, ctx: SearchContext | None) -> None:
+        """Refuse instructions that copy a task example (they cannot transfer) and give the design a name
+        that says what it does (not the task's name, not a name already in the run)."""
+        if ctx is None:
+            return
+        texts = [" ".join(str(v) for v in ex.inputs.values()) for ex in ctx.evaluator.examples]
+        copied = copied_example(genome, texts)
+        if copied:
+            self.counters["copied_examples"] += 1
+            raise ProposalParseError(f"the instructions copy a task example (\"{copied}\"); write general "
+                                     "instructions that work for every question of the task")
+        taken = {c.genome.name for c in ctx.population}
+        genome.name = descriptive_name(genome.name, genome, task_name=ctx.task.name, taken=taken)
 
     def _accept(self, genome: Genome, rationale: str, operator: str, parents: list[str], repairs: int) -> Proposal:
         self.counters["proposals"] += 1

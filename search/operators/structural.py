@@ -1,5 +1,5 @@
 """Cheap, LLM-free genome edits: add/remove an agent, rewire an edge, change a module kind, copies,
-rounds, temperature, aggregation or an agent's model; and a structural crossover. Every result is
+rounds, temperature, aggregation, an agent's model or its prompt adapter; and a structural crossover. Every result is
 validated; an edit that breaks the genome is retried with another edit."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from masforge.adapters import ADAPTERS
 from masforge.genome.schema import MODULE_KINDS, Agent, Genome
 from masforge.genome.validate import problems
 
@@ -130,10 +131,19 @@ def change_lm(g: Genome, rng: random.Random, aliases: tuple[str, ...] = ("worker
     return f"{agent.id}.lm {old} -> {agent.lm}"
 
 
+def change_adapter(g: Genome, rng: random.Random) -> str | None:
+    """Switch how one agent talks to its LM (plain chat, dspy's field markers, JSON, or the LM's default),
+    so the prompt format co-evolves with roles and topology."""
+    agent = rng.choice(g.agents)
+    old = agent.adapter
+    agent.adapter = rng.choice([a for a in ADAPTERS if a != old])
+    return f"{agent.id}.adapter {old} -> {agent.adapter}"
+
+
 EDITS: dict[str, Edit] = {
     "add_agent": add_agent, "remove_agent": remove_agent, "rewire": rewire, "change_module": change_module,
     "change_copies": change_copies, "change_rounds": change_rounds, "change_temperature": change_temperature,
-    "change_aggregation": change_aggregation,
+    "change_aggregation": change_aggregation, "change_adapter": change_adapter,
 }
 
 
@@ -170,6 +180,7 @@ def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple
                 continue
             agent.instructions, agent.module = donor.instructions, donor.module
             agent.copies, agent.temperature, agent.role = donor.copies, donor.temperature, donor.role
+            agent.adapter = donor.adapter
             agent.tools = list(donor.tools)
             taken.append(agent.id)
         if rng.random() < 0.5:

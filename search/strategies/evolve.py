@@ -196,11 +196,10 @@ class EvolveSearch(Strategy):
             a = self._select(ctx)
             b = next((c for c in (self._select(ctx) for _ in range(4)) if c.id != a.id), None)
             b = b or rng.choice([c for c in self.pool if c.id != a.id])
-            for use_structural in ((True, False) if structural_first else (False, True)):
-                prop = self._crossover(a, b, ctx, use_structural)
-                if prop is not None:
-                    return prop, max((a, b), key=lambda c: c.fitness)
-            return None
+            prop = self._crossover(a, b, ctx, structural_first)
+            if prop is not None:
+                return prop, max((a, b), key=lambda c: c.fitness)
+            # No crossover possible (e.g. parents too alike): a mutation, in the same preference order.
         parent = self._select(ctx)
         for use_structural in ((True, False) if structural_first else (False, True)):
             prop = self._mutate(parent, ctx, use_structural)

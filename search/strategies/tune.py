@@ -1,7 +1,7 @@
 """Tune a genome's knobs with optuna: the structure stays, the numbers and choices move.
 
 The search space is read off one base genome (the best candidate, or ``genome_id``): per agent its
-temperature (a few values plus "LM default"), copies and dspy module kind; the rounds of a cyclic
+temperature (a few values plus "LM default"), copies, dspy module kind and prompt adapter; the rounds of a cyclic
 topology; and the aggregation (judge only if the base has one: removing it drops the judge agent).
 Each optuna trial builds a genome from those choices and submits it through ``ctx.submit``:
 
@@ -31,6 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from masforge.adapters import ADAPTERS
 from masforge.errors import BudgetExceeded, ConfigError
 from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
 from masforge.genome.schema import MODULE_KINDS, Genome
@@ -40,7 +41,7 @@ from masforge.search.population import Candidate
 from masforge.search.strategies.base import Strategy, register
 from masforge.search.surrogate import SurrogateFilter
 
-KNOBS = ("temperature", "copies", "rounds", "module", "aggregation")
+KNOBS = ("temperature", "copies", "rounds", "module", "aggregation", "adapter")
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
 
 
@@ -206,7 +207,9 @@ class Tune(Strategy):
         self._temps: dict[str, list[float | None]] = {}
         self._mods: dict[str, list[str]] = {}
         self._copies: dict[str, int] = {}
+        self._adapters: dict[str, list[str]] = {}
         for a in base.agents:
+            self._adapters[a.id] = list(dict.fromkeys([a.adapter, *ADAPTERS]))
             temps = sorted(set(self.temperatures) | ({a.temperature} if a.temperature is not None else set()))
             self._temps[a.id] = [None, *temps]
             kinds = [m for m in self.modules if m != "react" or a.tools]
@@ -230,6 +233,8 @@ class Tune(Strategy):
                 p[f"{a.id}.copies"] = a.copies
             if "module" in self.knobs:
                 p[f"{a.id}.module"] = a.module
+            if "adapter" in self.knobs:
+                p[f"{a.id}.adapter"] = a.adapter
         if "rounds" in self.knobs and self._cyclic:
             p["rounds"] = g.topology.rounds
         return p
@@ -255,6 +260,8 @@ class Tune(Strategy):
                 a.module = trial.suggest_categorical(f"{a.id}.module", self._mods[a.id])
                 if a.module == "program_of_thought" and "python" not in a.tools:
                     a.tools = [*a.tools, "python"]
+            if "adapter" in self.knobs:
+                a.adapter = trial.suggest_categorical(f"{a.id}.adapter", self._adapters[a.id])
         if "rounds" in self.knobs and self._cyclic:
             topo.rounds = trial.suggest_int("rounds", 2, self._rounds)
         feeders = {x for x, y in topo.edges if y == "output"}

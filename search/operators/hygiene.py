@@ -1,0 +1,106 @@
+"""Checks on what a meta-agent writes before it is paid for: names that say what a system does, and
+instructions that stay general.
+
+A small meta-agent names its designs after the task ("mbpp", "mbpp", "mbpp") and copies a validation
+question into an agent's instructions ("counts lists within a list by converting each list to a tuple"),
+which cannot transfer to other questions and leaks the search split into the design.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from masforge.genome.schema import Genome
+
+_WORD = re.compile(r"[a-z0-9_]+")
+_GENERIC = {"", "proposal", "system", "new", "new-system", "short-name", "name", "improved", "improved-system",
+            "better", "better-system", "design", "agent", "agents", "multi-agent", "solver", "repaired", "unnamed",
+            "meta-invent", "meta-mutate", "meta-crossover", "meta-rewrite", "meta-repair", "what-the-system-does"}
+_MODULE_WORD = {"predict": "direct", "chain_of_thought": "cot", "react": "react", "program_of_thought": "pot",
+                "refine": "refine"}
+NGRAM = 6
+"""Words in a row that, shared with a task example (and not task boilerplate), count as copying it."""
+
+
+def slug(text: str, limit: int = 48) -> str:
+    """Lower-case words joined by '-', at most ``limit`` characters."""
+    words = re.findall(r"[a-z0-9]+", str(text).lower())
+    out = "-".join(words)
+    return out[:limit].rstrip("-")
+
+
+def structural_name(genome: Genome) -> str:
+    """A name made from what the system is: its agents' roles (or module kinds), copies, rounds and how the
+    answer is chosen, e.g. ``planner-coder-critic``, ``solver-x5-vote``, ``mathematician-skeptic-judge-r2``."""
+    if genome.kind == "code":
+        defs = [d for d in re.findall(r"^def\s+(\w+)", genome.code or "", re.M) if d != "forward"]
+        return slug("code " + " ".join(defs[:3] or ["program"]))
+    topo = genome.topology
+    judge = topo.judge if topo.aggregation == "judge" else None
+    parts = []
+    for agent in genome.agents:
+        if agent.id == judge:
+            continue
+        word = slug(agent.role, 20) or _MODULE_WORD.get(agent.module, agent.module)
+        parts.append(word + (f"-x{agent.copies}" if agent.copies > 1 else ""))
+    parts = list(dict.fromkeys(parts))[:4]
+    if topo.aggregation == "majority_vote":
+        parts.append("vote")
+    elif judge:
+        parts.append("judge")
+    if topo.rounds > 1:
+        parts.append(f"r{topo.rounds}")
+    return slug(" ".join(parts)) or "system"
+
+
+def descriptive_name(name: str, genome: Genome, *, task_name: str = "", taken: Iterable[str] = ()) -> str:
+    """``name`` if it says something about the system, else a structural name; never just the task's name."""
+    own = slug(name)
+    task_words = [w for w in re.findall(r"[a-z0-9]+", task_name.lower()) if len(w) > 2]
+    for word in task_words:  # "mbpp-solver" says nothing the task name does not
+        own = re.sub(rf"(^|-){re.escape(word)}(?=-|$)", "", own).strip("-")
+    if own in _GENERIC or len(own) < 3:
+        own = structural_name(genome)
+    used = set(taken)
+    if own in used:
+        structural = structural_name(genome)
+        own = structural if structural not in used and structural != own else f"{own}-{genome.short_id[:4]}"
+    return own
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(str(text).lower())
+
+
+def _grams(words: Sequence[str], n: int = NGRAM) -> set[tuple[str, ...]]:
+    return {tuple(words[i: i + n]) for i in range(len(words) - n + 1)}
+
+
+def copied_example(genome: Genome, examples: Sequence[str]) -> str | None:
+    """The passage an agent's instructions (or role) copy from a task example, or None.
+
+    Runs of :data:`NGRAM` words shared with an example count, unless they are the task's boilerplate (in
+    at least half the examples, e.g. "write the complete python function in a code block")."""
+    if genome.kind != "config" or len(examples) < 2:
+        return None  # with one example, its boilerplate cannot be told from its content
+    df = Counter(g for e in examples for g in _grams(_words(e)))
+    common = max(2, (len(examples) + 1) // 2)
+    specific = {g for g, count in df.items() if count < common}
+    for agent in genome.agents:
+        words = _words(f"{agent.role} {agent.instructions}")
+        covered = [False] * len(words)
+        for i in range(len(words) - NGRAM + 1):
+            if tuple(words[i: i + NGRAM]) in specific:
+                covered[i: i + NGRAM] = [True] * NGRAM
+        spans, start = [], None
+        for i, flag in enumerate([*covered, False]):
+            if flag and start is None:
+                start = i
+            elif not flag and start is not None:
+                spans.append(words[start:i])
+                start = None
+        if spans:
+            return " ".join(max(spans, key=len))  # the longest copied passage, to show the model
+    return None

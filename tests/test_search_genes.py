@@ -1,0 +1,101 @@
+"""The prompt adapter as a gene (structural edit, meta-agent schema, tune), and the meta-agent's proposal
+hygiene: descriptive names and instructions that do not copy task examples."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from masforge.evaluators.runner import Evaluator
+from masforge.evaluators.tasks import Task
+from masforge.lm import LMClient
+from masforge.search.context import SearchContext, SearchLimits
+from masforge.search.operators import structural
+from masforge.search.operators.hygiene import copied_example, descriptive_name, structural_name
+from masforge.search.operators.meta import MetaAgent, parse_proposal, proposal_json_schema
+from masforge.search.strategies.tune import Tune
+from masforge.seeds import load_seed
+from masforge.testing import MemoryArchive
+
+QUESTIONS = [
+    "Write a function to count lists within a list by converting each list to a tuple.",
+    "Write a function to find the maximum product of two integers in a given array of numbers.",
+    "Write a function to reverse the words of a sentence while keeping the punctuation in place.",
+    "Write a function to check whether a string is a palindrome ignoring case and spaces entirely.",
+]
+
+
+def _ctx(meta_reply: Any, task_name: str = "mbpp") -> tuple[SearchContext, MetaAgent]:
+    task = Task.from_callable(lambda outputs: 0.0, examples=[{"question": q} for q in QUESTIONS], name=task_name)
+
+    def route(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        if info.get("model") == "fake:meta":
+            return meta_reply(messages) if callable(meta_reply) else meta_reply
+        return "ok"
+
+    client = LMClient({"worker": "fake", "meta": "fake:meta"}, cache=False, responder=route)
+    ctx = SearchContext(task, Evaluator(task, client, limit=4), client, MemoryArchive(), run_id="t",
+                        limits=SearchLimits(max_candidates=4))
+    return ctx, MetaAgent(client, max_repairs=1)
+
+
+def _proposal(name: str, instructions: str, **agent: Any) -> str:
+    return json.dumps({"rationale": "r", "name": name, "agents": [
+        {"id": "solver", "role": "coder", "instructions": instructions, "module": "chain_of_thought", **agent}],
+        "edges": ["input -> solver", "solver -> output"]})
+
+
+def test_structural_edit_changes_an_agents_adapter():
+    child, what = structural.mutate(load_seed("cot"), random.Random(0), edits={"a": structural.change_adapter})
+    assert ".adapter auto ->" in what
+    assert child.agents[0].adapter in ("chat", "json", "plain")
+
+
+def test_meta_agent_schema_and_parser_carry_the_adapter():
+    assert proposal_json_schema()["properties"]["agents"]["items"]["properties"]["adapter"]["enum"] == [
+        "auto", "chat", "json", "plain"]
+    genome, _ = parse_proposal(_proposal("plain-coder", "Write the code.", adapter="plain"), "config")
+    assert genome.agents[0].adapter == "plain"
+    genome, _ = parse_proposal(_proposal("x-coder", "Write the code.", adapter="XML"), "config")
+    assert genome.agents[0].adapter == "auto"  # an unknown format name is not worth a repair round
+
+
+def test_tune_searches_the_adapter():
+    tune = Tune(knobs=["adapter"])
+    tune.base = load_seed("cot")
+    tune._space()
+    assert set(tune._adapters["solver"]) == {"auto", "chat", "json", "plain"}
+    assert tune._params_of(tune.base) == {"solver.adapter": "auto"}
+
+
+def test_names_that_only_repeat_the_task_are_replaced_by_what_the_system_is():
+    sc = load_seed("self_consistency")
+    assert structural_name(sc) == "careful-solver-x5-vote"
+    assert descriptive_name("mbpp", sc, task_name="mbpp") == "careful-solver-x5-vote"
+    assert descriptive_name("MBPP solver", sc, task_name="mbpp") == "careful-solver-x5-vote"
+    assert descriptive_name("plan then code", sc, task_name="mbpp") == "plan-then-code"
+    assert descriptive_name("plan then code", sc, task_name="mbpp", taken={"plan-then-code"}) == \
+        "careful-solver-x5-vote"
+    assert structural_name(load_seed("debate")) == "mathematician-skeptic-pragmatist-judge-r2"
+
+
+def test_copying_a_task_example_is_detected_but_boilerplate_is_not():
+    genome, _ = parse_proposal(_proposal("x", "Count lists within a list by converting each list to a tuple."),
+                               "config")
+    assert copied_example(genome, QUESTIONS) == "count lists within a list by converting each list to a tuple"
+    general, _ = parse_proposal(_proposal("x", "Write a function to solve the task; test it mentally."), "config")
+    assert copied_example(general, QUESTIONS) is None  # "write a function to" is in every example
+
+
+def test_meta_agent_repairs_a_proposal_that_copies_an_example_and_names_it_descriptively():
+    replies = iter([
+        _proposal("mbpp", "Count lists within a list by converting each list to a tuple."),
+        _proposal("mbpp", "Plan the function, write it, then check it against the examples in the question."),
+    ])
+    ctx, meta = _ctx(lambda messages: next(replies))
+    prop = meta.invent(ctx, from_scratch=True)
+    assert prop is not None
+    assert "converting" not in prop.genome.agents[0].instructions
+    assert prop.genome.name == "coder"
+    assert meta.counters["copied_examples"] == 1
