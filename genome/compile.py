@@ -38,6 +38,8 @@ from masforge.tools import get_tool
 from masforge.trace import Trace, agent_call, recording
 
 AgentFn = Callable[[dict[str, Any], int], dict[str, Any]]
+COPIES_TEMPERATURE = 0.7
+"""Temperature of an agent's copies when neither the agent nor its LM sets one above 0."""
 
 
 class SystemRunError(MasforgeError):
@@ -126,6 +128,13 @@ class _AgentRunner:
         else:  # pragma: no cover - the schema forbids other kinds
             raise GenomeError(f"agent '{agent.id}': unknown module kind '{kind}'")
 
+    def _temperature(self) -> float | None:
+        """The agent's temperature; independent copies on a greedy LM sample (else every copy is the same)."""
+        if self.agent.temperature is None and self.agent.copies > 1 and \
+                self.client.config(self.agent.lm).temperature == 0:
+            return COPIES_TEMPERATURE
+        return self.agent.temperature
+
     @staticmethod
     def _dspy_tool(name: str) -> dspy.Tool:
         tool = get_tool(name)
@@ -136,7 +145,7 @@ class _AgentRunner:
         return dspy.Tool(call, name=tool.name, desc=tool.description, args={"arg": {"type": "string"}})
 
     def __call__(self, inputs: dict[str, Any], sample: int) -> dict[str, Any]:
-        lm = MasforgeLM(self.client, self.agent.lm, temperature=self.agent.temperature, sample=sample)
+        lm = MasforgeLM(self.client, self.agent.lm, temperature=self._temperature(), sample=sample)
         with dspy.context(lm=lm, adapter=self.adapter):
             if self.agent.module == "program_of_thought":
                 return self._program_of_thought(inputs)

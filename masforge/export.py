@@ -755,6 +755,8 @@ class Agent:
         options: dict[str, Any] = {"rollout_id": sample}
         if self.spec["temperature"] is not None:
             options["temperature"] = self.spec["temperature"]
+        elif self.spec["copies"] > 1 and not lm.kwargs.get("temperature"):
+            options["temperature"] = 0.7  # copies on a greedy LM sample, else every copy is the same answer
         with dspy.context(lm=lm.copy(**options)):
             if self.kind == "program_of_thought":
                 return self._program_of_thought(inputs)

@@ -95,7 +95,7 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
         default = os.environ.get("MASFORGE_LM", "").strip()
         if default:
             return parse_lm(default)
-        return LMConfig(model="local", max_concurrency=1, max_tokens=1024)
+        return LMConfig(model="local", max_concurrency=1, max_tokens=1024, temperature=0.0)
     if isinstance(spec, LMConfig):
         return spec
     if isinstance(spec, dict):
@@ -113,7 +113,9 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     if not text:
         raise ConfigError("empty LM name: give a litellm model string like openai/gpt-4o-mini, or 'local'")
     if text == "local" or text.startswith("local:"):
-        return LMConfig(model=text, max_concurrency=1, max_tokens=1024)
+        # Greedy by default: a 0.5B model is at its best greedy, and a search compares candidates with less
+        # noise when a rerun gives the same answers. Agents that sample (copies, debate) set a temperature.
+        return LMConfig(model=text, max_concurrency=1, max_tokens=1024, temperature=0.0)
     if text == "fake" or text.startswith("fake:"):
         return LMConfig(model=text, max_concurrency=64, temperature=0.0)
     if "/" not in text:

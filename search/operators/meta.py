@@ -63,6 +63,10 @@ _JSON_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.S)
 _CODE_FENCE = re.compile(r"```(?:python|py|Python|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 
 
+PROPOSAL_TEMPERATURE = 0.8
+"""Meta-agent temperature when its LM is configured greedy (the embedded model's default)."""
+
+
 class ProposalParseError(ValueError):
     """A model reply that is not a usable genome; the message is the one-line problem shown to the model."""
 
@@ -764,6 +768,13 @@ class MetaAgent:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "proposal", "schema": schema, "strict": False}}
 
+    def _temperature(self) -> float:
+        """The sampling temperature of proposals: as given, else the meta LM's own, but never greedy (a greedy
+        meta-agent answers a repeated prompt with the same design, which the search then skips as a duplicate)."""
+        if self.temperature is not None:
+            return self.temperature
+        return self.client.config(self.alias).temperature or PROPOSAL_TEMPERATURE
+
     def _complete(self, prompt_or_messages: str | list[dict[str, Any]], kind: GenomeKind | None) -> str | None:
         messages = self._messages(prompt_or_messages) if isinstance(prompt_or_messages, str) else prompt_or_messages
         # A distinct sample index per call: the LM cache must not hand back the same reply to a repeated
@@ -774,7 +785,7 @@ class MetaAgent:
             # A genome (or a program) needs room: at least 1,024 completion tokens unless set explicitly
             # (with prompts under ~1,500 tokens this still fits a 4,096-token local context).
             max_tokens = self.max_tokens or max(1024, self.client.config(self.alias).max_tokens)
-            return self.client.complete(messages, alias=self.alias, temperature=self.temperature,
+            return self.client.complete(messages, alias=self.alias, temperature=self._temperature(),
                                         max_tokens=max_tokens, sample=sample,
                                         response_format=self._response_format(kind)).text
         except BudgetExceeded:
