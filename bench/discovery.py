@@ -1,0 +1,259 @@
+"""Discovery at a real budget on the embedded model: does a search find a system that beats the best
+hand-designed seed on held-out data?
+
+Each strategy searches HumanEval validation (worker and meta-agent: the embedded model), seeds included,
+all runs sharing one archive (a genome two strategies both propose is paid for once). Then the best seed
+and each strategy's top-k are re-scored on the full held-out HumanEval test split, the (found - best seed)
+difference gets a paired bootstrap 95% CI over the same test examples, and the best system found overall
+is transferred to the MBPP test split next to the best seed.
+
+    MASFORGE_DATA_DIR=<data> python bench/discovery.py [--strategies random meta evolve swarm] [--candidates 26]
+
+Resumable: a strategy whose run folder exists is resumed (finished evaluations are reused, LM answers come
+from the cache), so the benchmark can be stopped and started again across sessions. Writes
+bench/results/discovery.md and bench/results/discovery.svg after every strategy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import numpy as np  # noqa: E402
+
+import masforge  # noqa: E402
+from masforge.evaluators.runner import Evaluator  # noqa: E402
+from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
+from masforge.evaluators.tasks import get_task  # noqa: E402
+from masforge.lm import LMClient, parse_lm  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate", "reflexion_code"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
+
+
+def test_scores(task, client: LMClient, genome, limit: int | None) -> list[float]:
+    """Per-example held-out scores (the search's own re-scoring paid for them: these come from the cache)."""
+    ev = Evaluator(task, client, split="test", limit=limit, concurrency=client.config("worker").max_concurrency,
+                   example_timeout_s=3600)
+    return ev.evaluate(genome).scores
+
+
+def paired(found: list[float], seed: list[float]) -> tuple[float, float, float]:
+    diffs = np.asarray(found) - np.asarray(seed)
+    lo, hi = bootstrap_ci(diffs.tolist(), resamples=5000)
+    return float(diffs.mean()), lo, hi
+
+
+def run_strategy(args: argparse.Namespace, strategy: str, state: dict[str, Any]) -> Any:
+    run_dir = Path(args.runs) / f"discovery-{strategy}"
+    started = time.time()
+    common = dict(progress=False)
+    if (run_dir / "config.yaml").is_file():
+        result = masforge.resume(run_dir, **common)
+    else:
+        result = masforge.optimize(
+            args.task, strategy=strategy, budget={"max_candidates": args.candidates}, lm=args.lm, seeds=SEEDS,
+            limit=args.limit, cascade_first=args.cascade, test_top_k=0,  # held-out re-scoring: below, paired
+            concurrency=parse_lm(args.lm).max_concurrency, output=args.runs, name=run_dir.name,
+            archive=str(Path(args.runs) / "archive"), seed=args.seed, **common)
+    minutes = state.setdefault("minutes", {})
+    minutes[strategy] = minutes.get(strategy, 0.0) + (time.time() - started) / 60
+    return result
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        return []
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("event") == "candidate" and row["id"] not in seen:  # a resume replays restored candidates
+            seen.add(row["id"])
+            rows.append(row)
+    return rows
+
+
+def svg_plot(curves: dict[str, list[float]], out: Path) -> None:
+    """Best validation score so far against candidates evaluated, one line per strategy."""
+    w, h, left, right, top, bottom = 640, 340, 56, 150, 16, 46
+    n_max = max((len(c) for c in curves.values()), default=1)
+    ys = [v for c in curves.values() for v in c] or [0.0, 1.0]
+    lo, hi = max(0.0, min(ys) - 0.05), min(1.0, max(ys) + 0.05)
+
+    def x(i: float) -> float:
+        return left + i / max(n_max - 1, 1) * (w - left - right)
+
+    def y(v: float) -> float:
+        return h - bottom - (v - lo) / ((hi - lo) or 1) * (h - top - bottom)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
+             'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>']
+    for k in range(6):
+        v = lo + (hi - lo) * k / 5
+        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
+                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
+    for i in range(0, n_max, max(1, n_max // 10)):
+        parts.append(f'<text x="{x(i):.1f}" y="{h - bottom + 16}" text-anchor="middle">{i + 1}</text>')
+    parts.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 8}" text-anchor="middle">candidates evaluated '
+                 '(seeds first)</text>')
+    parts.append(f'<text x="14" y="{(top + h - bottom) / 2:.0f}" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {(top + h - bottom) / 2:.0f})">best validation score so far</text>')
+    for k, (name, curve) in enumerate(curves.items()):
+        colour = COLOURS[k % len(COLOURS)]
+        pts = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(curve))
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts}"/>')
+        parts.append(f'<line x1="{w - right + 12}" x2="{w - right + 32}" y1="{top + 14 + 16 * k}" '
+                     f'y2="{top + 14 + 16 * k}" stroke="{colour}" stroke-width="3"/>'
+                     f'<text x="{w - right + 38}" y="{top + 18 + 16 * k}">{name}</text>')
+    parts.append("</svg>")
+    out.write_text("\n".join(parts) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="humaneval")
+    parser.add_argument("--transfer", default="mbpp")
+    parser.add_argument("--strategies", nargs="+", default=["random", "meta", "evolve", "swarm"])
+    parser.add_argument("--candidates", type=int, default=26, help="per strategy, seeds included")
+    parser.add_argument("--limit", type=int, default=32, help="validation examples per candidate")
+    parser.add_argument("--cascade", type=int, default=8, help="score this many first; stop a hopeless candidate")
+    parser.add_argument("--test-limit", type=int, default=None, help="held-out examples (default: the whole split)")
+    parser.add_argument("--transfer-limit", type=int, default=None)
+    parser.add_argument("--top-k", type=int, default=3)
+    parser.add_argument("--lm", default="local")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", default="runs/discovery", help="run folders and the shared archive (not committed)")
+    parser.add_argument("--out", default=str(RESULTS / "discovery.md"))
+    args = parser.parse_args(argv)
+
+    state_path = Path(args.runs) / "bench_state.json"
+    Path(args.runs).mkdir(parents=True, exist_ok=True)
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    task = get_task(args.task)
+    client = LMClient({"worker": parse_lm(args.lm)})
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, list[float]] = {}
+    overall: tuple[float, Any] | None = None
+    best_seed_genome = None
+    for strategy in args.strategies:
+        result = run_strategy(args, strategy, state)
+        state_path.write_text(json.dumps(state))
+        cands = [c for c in result.candidates if not c.pruned]
+        seeds = sorted((c for c in cands if c.operator == "seed"), key=lambda c: -c.fitness)
+        found = sorted((c for c in cands if c.operator != "seed"), key=lambda c: -c.fitness)[: args.top_k]
+        row: dict[str, Any] = {"strategy": strategy, "result": result, "best_seed": None, "top": []}
+        if seeds:
+            seed_scores = test_scores(task, client, seeds[0].genome, args.test_limit)
+            row["best_seed"] = (seeds[0], float(np.mean(seed_scores)))
+            best_seed_genome = seeds[0].genome
+            for c in found:
+                scores = test_scores(task, client, c.genome, args.test_limit)
+                row["top"].append((c, float(np.mean(scores))))
+                if c is found[0]:
+                    row["diff"] = paired(scores, seed_scores)
+            if found and (overall is None or found[0].fitness > overall[0]):
+                overall = (found[0].fitness, found[0].genome)
+        stats = result.stats
+        proposals = [c for c in result.candidates if c.operator != "seed"]
+        tried = len(proposals) + stats.get("rejected", 0)
+        row["valid_share"] = len(proposals) / tried if tried else float("nan")
+        row["duplicates"] = stats.get("duplicates", 0)
+        row["calls"] = result.spend.get("llm_calls", 0)
+        row["minutes"] = state["minutes"].get(strategy, 0.0)
+        row["operators"] = _operator_gains(result)
+        rows.append(row)
+        run_events = events(result.run_dir)
+        curve, best = [], 0.0
+        for e in run_events:
+            best = max(best, float(e["score"]))
+            curve.append(best)
+        curves[strategy] = curve
+        write(args, rows, None)
+        svg_plot(curves, Path(args.out).with_suffix(".svg"))
+    transfer = None
+    if overall is not None and best_seed_genome is not None and args.transfer:
+        ttask = get_task(args.transfer)
+        found_t = test_scores(ttask, client, overall[1], args.transfer_limit)
+        seed_t = test_scores(ttask, client, best_seed_genome, args.transfer_limit)
+        transfer = {"found": overall[1], "seed": best_seed_genome, "found_scores": found_t, "seed_scores": seed_t,
+                    "diff": paired(found_t, seed_t)}
+    write(args, rows, transfer)
+
+
+def _operator_gains(result: Any) -> str:
+    """Per operator: proposals evaluated and how many beat the best seed's validation score."""
+    seeds = [c.score for c in result.candidates if c.operator == "seed"]
+    bar = max(seeds, default=0.0)
+    counts: dict[str, list[int]] = {}
+    for c in result.candidates:
+        if c.operator == "seed":
+            continue
+        entry = counts.setdefault(c.operator, [0, 0])
+        entry[0] += 1
+        entry[1] += int(c.score > bar)
+    return ", ".join(f"{op} {n} ({better} > best seed)" for op, (n, better) in sorted(counts.items())) or "-"
+
+
+def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[str, Any] | None) -> None:
+    cfg = parse_lm(args.lm)
+    lines = [
+        "# Discovery on the embedded model",
+        "",
+        f"`bench/discovery.py`, {time.strftime('%Y-%m-%d')}, python {platform.python_version()}, {os.cpu_count()} "
+        f"cores (shared with other work). Worker and meta-agent: {cfg.model} (temperature {cfg.temperature}, "
+        f"prompt adapter {cfg.resolved_adapter}). Search on {args.task} validation ({args.limit} examples, cascade "
+        f"{args.cascade}), {args.candidates} candidates per strategy including the seeds {', '.join(SEEDS)}; all "
+        "strategies share one archive. Held-out: the full test split "
+        f"({'all' if args.test_limit is None else args.test_limit} examples). (found - best seed) is the paired "
+        "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
+        "proposals that were valid and ran; `dups` = proposals skipped as already tried.",
+        "",
+        "| strategy | best seed (val / test) | best found (val / test) | found - seed on test [95% CI] | "
+        "top-3 found, test | valid | dups | LM calls | minutes |",
+        "|---|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    verdict = []
+    for r in rows:
+        bs, top = r["best_seed"], r["top"]
+        seed_txt = f"{bs[0].genome.name} {bs[0].score:.3f} / {bs[1]:.3f}" if bs else "-"
+        found_txt = f"{top[0][0].genome.name} {top[0][0].score:.3f} / {top[0][1]:.3f}" if top else "-"
+        diff = r.get("diff")
+        diff_txt = f"{diff[0]:+.3f} [{diff[1]:+.3f}, {diff[2]:+.3f}]" if diff else "-"
+        top_txt = ", ".join(f"{t:.2f}" for _, t in top) or "-"
+        lines.append(f"| {r['strategy']} | {seed_txt} | {found_txt} | {diff_txt} | {top_txt} | "
+                     f"{r['valid_share']:.0%} | {r['duplicates']} | {r['calls']} | {r['minutes']:.0f} |")
+        if diff and diff[1] > 0:
+            verdict.append(r["strategy"])
+    lines += ["", "Operators (proposals evaluated, and how many beat the best seed on validation):", ""]
+    lines += [f"- {r['strategy']}: {r['operators']}" for r in rows]
+    lines += ["", "![best validation score so far per strategy](discovery.svg)", ""]
+    if transfer:
+        d = transfer["diff"]
+        n = len(transfer["found_scores"])
+        lines += [f"Transfer to {args.transfer} test ({n} examples): best found overall "
+                  f"`{transfer['found'].name}` {np.mean(transfer['found_scores']):.3f} vs best seed "
+                  f"`{transfer['seed'].name}` {np.mean(transfer['seed_scores']):.3f}; difference {d[0]:+.3f} "
+                  f"[{d[1]:+.3f}, {d[2]:+.3f}].", ""]
+    if rows:
+        if verdict:
+            lines.append(f"**Result:** {', '.join(verdict)} found a system whose held-out CI of (found - best seed) "
+                         "lies above 0.")
+        else:
+            lines.append("**Result:** no strategy found a system whose held-out CI of (found - best seed) lies above 0 "
+                         "at this budget; see the operators line for where improvements came from.")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
