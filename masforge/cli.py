@@ -322,9 +322,21 @@ def print_search_result(result: object) -> None:
     spend = r.spend  # type: ignore[attr-defined]
     console.print(f"stopped: {r.stop_reason}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "  # type: ignore[attr-defined]
                   f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
-    best = r.best  # type: ignore[attr-defined]
-    if best is not None:
-        console.print(f"best: [bold]{best.genome.name}[/bold] ({best.short_id}) score {best.score:.3f}")
+    found, seed = r.versus_seeds()  # type: ignore[attr-defined]
+    n_val = r.config.limit  # type: ignore[attr-defined]
+    if found is not None and seed is not None:
+        diff = found.test - seed.test
+        verdict = "better than" if diff > 0 else "no better than"
+        console.print(f"held-out test ({found.n} examples): best found [bold]{escape(found.name)}[/bold] "
+                      f"{found.test:.3f} vs best seed [bold]{escape(seed.name)}[/bold] {seed.test:.3f} "
+                      f"({diff:+.3f}: {verdict} the seeds)")
+        console.print(f"  validation ({n_val} examples): best found {found.validation:.3f}, best seed "
+                      f"{seed.validation:.3f}")
+    else:
+        best = r.best  # type: ignore[attr-defined]
+        if best is not None:
+            console.print(f"best: [bold]{escape(best.genome.name)}[/bold] ({best.short_id}) validation score "
+                          f"{best.score:.3f} on {n_val} examples")
     console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]
     console.print(f"browse: masforge archive list --archive {r.archive_path}")  # type: ignore[attr-defined]
 

@@ -37,6 +37,8 @@ class TestScore:
     ci: tuple[float, float]
     dollars_per_example: float
     is_seed: bool
+    n: int = 0
+    """Held-out examples scored."""
 
 
 @dataclass
@@ -69,6 +71,15 @@ class SearchResult:
 
     def top(self, k: int = 5) -> list[Candidate]:
         return sorted(self.candidates, key=lambda c: (-c.fitness, c.dollars))[:k]
+
+    def versus_seeds(self) -> tuple[TestScore | None, TestScore | None]:
+        """(best system the search found, best seed), by validation, each with its held-out test score: what
+        a search is for is the first beating the second on data it never saw. None where not re-scored."""
+        found = [t for t in self.test_scores if not t.is_seed]
+        seeds = [t for t in self.test_scores if t.is_seed]
+        best = max(found, key=lambda t: t.validation, default=None)
+        seed = max(seeds, key=lambda t: t.validation, default=None)
+        return best, seed
 
     def open_archive(self) -> Any:
         from masforge.archive.store import Archive
@@ -251,9 +262,13 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     """Finalists (top-k by validation, plus the best seed) on the held-out split, outside the budget."""
     client.ledger.budget = Budget()  # the search budget is spent; the final check is bounded by test_limit
     finalists = ctx.best(cfg.test_top_k)
-    seeds = sorted((c for c in ctx.population if c.id in seed_ids), key=lambda c: -c.fitness)
-    if seeds and seeds[0] not in finalists:
-        finalists.append(seeds[0])
+    ranked = ctx.best(len(ctx.population))
+    seeds = [c for c in ranked if c.id in seed_ids]
+    found = [c for c in ranked if c.id not in seed_ids and not c.pruned]
+    # The best seed and the best new system always: the comparison the search is for.
+    for extra in (seeds[:1] + found[:1]):
+        if extra not in finalists:
+            finalists.append(extra)
     try:
         tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency)
     except MasforgeError:
@@ -272,7 +287,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
             archive.add_result(cand.id, prev)
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids))
+                             cand.id in seed_ids, prev.n))
     return out
 
 

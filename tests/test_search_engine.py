@@ -47,9 +47,13 @@ def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> Non
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stats"]["evaluated"] == 6
     assert summary["best"]["id"] == result.best.id
-    # finalists (top 2) plus the best seed are re-scored on the test split and stored in the archive
-    assert 2 <= len(result.test_scores) <= 3
+    # finalists (top 2) plus the best seed and the best new system are re-scored on the test split
+    assert 2 <= len(result.test_scores) <= 4
     assert any(t.is_seed for t in result.test_scores)
+    found, seed = result.versus_seeds()
+    assert found is not None and not found.is_seed and found.n == 5
+    assert seed is not None and seed.is_seed
+    assert found.validation == max(c.score for c in result.candidates if c.operator != "seed" and not c.pruned)
     archive = Archive.open(result.archive_path)
     assert len(archive.list(run=run.name)) == 6
     best = result.best
@@ -138,6 +142,8 @@ def test_search_cli_prints_tables(tmp_path: Path) -> None:
                                    str(tmp_path / "r"), "-q"])
     assert res.exit_code == 0, res.output
     assert "top systems" in res.output and "held-out test" in res.output and "run folder" in res.output
+    assert "held-out test (3 examples): best found" in res.output and "vs best seed" in res.output
+    assert "validation (4 examples)" in res.output
 
 
 @pytest.mark.parametrize(("args", "message"), [
