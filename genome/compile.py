@@ -183,8 +183,31 @@ class _AgentRunner:
 
 
 def normalise_answer(value: Any) -> str:
-    """Canonical text for voting: lower case, no surrounding punctuation, numbers in one form."""
-    text = " ".join(str(value).strip().lower().split()).strip(" .!\"'`")
+    """Canonical text for voting: lower case, no surrounding punctuation, numbers in one form; for a code
+    answer, the syntax tree of its definitions (comments, docstrings, blank lines and test prints do not
+    split a vote between two copies of the same program)."""
+    import ast
+    import re
+
+    raw = str(value)
+    fences = re.findall(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:```|$)", raw, re.S)
+    if fences or re.search(r"^\s*(?:def|class)\s+\w+", raw, re.M):
+        try:
+            tree = ast.parse(fences[-1] if fences else raw)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            kept = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom | ast.FunctionDef
+                                                        | ast.AsyncFunctionDef | ast.ClassDef)]
+            for node in ast.walk(ast.Module(body=kept, type_ignores=[])):
+                body = getattr(node, "body", None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                        isinstance(getattr(body[0], "value", None), ast.Constant) and \
+                        isinstance(body[0].value.value, str):
+                    node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+            if kept:
+                return "code:" + ast.dump(ast.Module(body=kept, type_ignores=[]), annotate_fields=False)
+    text = " ".join(raw.strip().lower().split()).strip(" .!\"'`")
     try:
         num = float(text.replace(",", "").replace("$", ""))
         return str(int(num)) if num.is_integer() else str(num)

@@ -683,3 +683,12 @@ def test_missing_input_is_a_one_line_error():
     system = compile_genome(load_seed("cot"), fake_client())
     with pytest.raises(GenomeError, match="needs input 'question'"):
         system(query="x")
+
+
+def test_votes_on_code_compare_programs_not_their_comments_or_test_prints():
+    commented = '```python\ndef f(x):\n    """Add one."""\n    # add one\n    return x + 1\n\nprint(f(2))\n```'
+    plain = "Here it is:\n```python\ndef f(x):\n    return x+1\n```"
+    other = "```python\ndef f(x):\n    return x + 2\n```"
+    assert normalise_answer(commented) == normalise_answer(plain)
+    assert normalise_answer(commented) != normalise_answer(other)
+    assert normalise_answer("```python\ndef broken(:\n```") != normalise_answer(plain)  # unparsable: text vote
