@@ -110,7 +110,7 @@ def _new_run_dir(cfg: RunConfig) -> Path:
 def build_task(cfg: RunConfig) -> Task:
     """The task a configuration names (built-in name or .jsonl path)."""
     if cfg.task.endswith(".jsonl"):
-        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact")
+        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact_match")
     task = get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
     task.cost_weight = cfg.cost_weight
     return task
