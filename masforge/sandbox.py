@@ -99,10 +99,11 @@ forked child.
 
 from __future__ import annotations
 
-import fcntl
+import contextvars
 import json
 import math
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -117,23 +118,21 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
+from masforge.isolation import CHILD_SCRIPT, SAFE_PATH, Isolation, _kill_uid, _UidLease, isolation, sandbox_status
 
-__all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "run_python", "run_tests"]
+__all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_available", "run_python",
+           "run_tests", "sandbox_status"]
 
 RpcHandler = Callable[[str, dict[str, Any]], Any]
 """``(method, {"args": [...], "kwargs": {...}}) -> JSON-able result``; raising sends the error back
 to the child, where it is raised as ``RuntimeError("<ExceptionType>: <message>")``."""
 
-_CHILD_SCRIPT = str(Path(__file__).resolve().with_name("_sandbox_child.py"))
-_JOB_FILE = ".masforge-sandbox-job.json"
-_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MAX_OPEN_FILES = 256
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_OUTPUT_KILL_BYTES = 64 * 1024 * 1024
+"""Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
 _DRAIN_GRACE_S = 2.0
 _READ_CHUNK = 65536
-_UID_BASE = 1_500_000_000
-_UID_SLOTS = 65536
-_EXIT_FATAL = 70
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,9 @@ class SandboxLimits:
     max_processes: int = 32
     """Processes and threads of the sandbox uid (RLIMIT_NPROC); per run when the parent is root."""
     max_output_bytes: int = 1_000_000
-    """Captured stdout and stderr (each) are truncated beyond this."""
+    """Captured stdout and stderr (each) are truncated beyond this; far beyond it the run is killed."""
+    disk_mb: int = 256
+    """Size of the private /tmp that holds the run directory (with bubblewrap; else no disk quota)."""
     network: bool = False
     """Allow network access (no network namespace, the audit hook lets sockets through)."""
 
@@ -163,7 +164,7 @@ class SandboxLimits:
         """Raise ValueError for a limit that cannot work."""
         if not self.timeout_s > 0:
             raise ValueError(f"SandboxLimits.timeout_s must be > 0, got {self.timeout_s!r}")
-        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes"):
+        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes", "disk_mb"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
@@ -192,85 +193,9 @@ class SandboxResult:
     rpc_calls: int
 
 
-# --------------------------------------------------------------------------------------------------
-# one-time probes and per-run uid leases
-
-
-_probe_lock = threading.Lock()
-_netns_prefix: list[str] | None = None
-
-
-def _netns_command() -> list[str]:
-    """The ``unshare`` prefix that puts the child in a fresh network namespace, or [] (cached)."""
-    global _netns_prefix
-    with _probe_lock:
-        if _netns_prefix is None:
-            _netns_prefix = _probe_netns()
-        return _netns_prefix
-
-
-def _probe_netns() -> list[str]:
-    exe = shutil.which("unshare")
-    true = shutil.which("true")
-    if exe is None or true is None:
-        return []
-    prefix = [exe, "--net"] if os.geteuid() == 0 else [exe, "--net", "--map-root-user"]
-    try:
-        probe = subprocess.run(
-            [*prefix, "--", true],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={"PATH": _SAFE_PATH},
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return prefix if probe.returncode == 0 else []
-
-
 def network_namespace_available() -> bool:
     """Whether sandboxed code runs in its own network namespace (no network at all)."""
-    return bool(_netns_command())
-
-
-def _uid_lock_dir() -> str:
-    base = next((d for d in ("/run/lock", "/var/lock") if os.path.isdir(d)), tempfile.gettempdir())
-    path = os.path.join(base, "masforge-sandbox-uids")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != 0 or st.st_mode & 0o077:
-        raise SandboxError(f"{path} is not a root-owned private directory; remove it and retry")
-    return path
-
-
-class _UidLease:
-    """An unprivileged uid/gid used by exactly one sandbox run at a time (flock on a lock file)."""
-
-    def __init__(self) -> None:
-        directory = _uid_lock_dir()
-        for slot in range(_UID_SLOTS):
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(os.path.join(directory, str(slot)), flags, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            self.uid = self.gid = _UID_BASE + slot
-            self._fd: int | None = fd
-            return
-        raise SandboxError("no free sandbox uid: too many concurrent sandbox runs")
-
-    def release(self) -> None:
-        """Give the uid back (closing the fd drops the lock)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    return isolation().pid_namespace
 
 
 # --------------------------------------------------------------------------------------------------
@@ -309,6 +234,8 @@ class _Supervisor:
         limits: SandboxLimits,
         rpc: RpcHandler | None,
         rpc_names: frozenset[str],
+        timed_names: frozenset[str],
+        iso: Isolation,
     ) -> None:
         self.proc = proc
         self.pgid = proc.pid  # start_new_session: the child leads its own group
@@ -317,6 +244,10 @@ class _Supervisor:
         self.limits = limits
         self.rpc = rpc
         self.rpc_names = rpc_names
+        self.timed_names = timed_names
+        self.iso = iso
+        self.output_kill_bytes = max(_OUTPUT_KILL_BYTES, 4 * limits.max_output_bytes)
+        self.output_exceeded = False
         self.stdout = _Capture(limits.max_output_bytes)
         self.stderr = _Capture(limits.max_output_bytes)
         self.result: dict[str, Any] | None = None
@@ -333,6 +264,10 @@ class _Supervisor:
         self._reply_buf = bytearray()
         self._sel = selectors.DefaultSelector()
         self._pidfd: int | None = None
+        # a timed RPC (e.g. a tool) runs in a thread while the clock runs; it wakes the loop via a pipe
+        self._timed_lock = threading.Lock()
+        self._timed_outcome: tuple[bool, Any] | None = None
+        self._wake_r, self._wake_w = os.pipe()
 
     # -- process control --------------------------------------------------------------------------
 
@@ -378,6 +313,8 @@ class _Supervisor:
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ, "stream")
         sel.register(self.chan_r, selectors.EVENT_READ, "chan")
+        os.set_blocking(self._wake_r, False)
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
             self._pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
@@ -424,6 +361,8 @@ class _Supervisor:
                         open_inputs -= 1
                 elif kind == "reply":
                     self._flush_replies()
+                elif kind == "wake":
+                    self._finish_timed_rpc()
 
     def _on_exit(self) -> None:
         self.exited = True
@@ -438,6 +377,9 @@ class _Supervisor:
             self._sel.unregister(fd)
             return False
         capture.add(chunk)
+        if capture.dropped + len(capture.data) > self.output_kill_bytes and not self.output_exceeded:
+            self.output_exceeded = True  # draining gigabytes costs the parent CPU: stop the source
+            self.kill_group()
         return True
 
     def _read_channel(self) -> tuple[float, bool]:
@@ -486,28 +428,72 @@ class _Supervisor:
         return 0.0
 
     def _serve_rpc(self, message: dict[str, Any]) -> float:
+        """Answer one RPC request; return the time that does not count against the wall clock."""
         self.rpc_calls += 1
-        start = time.monotonic()
         method = message.get("method")
         args = message.get("args")
         kwargs = message.get("kwargs")
+        if self.rpc is None or method not in self.rpc_names:
+            self._send_reply(_error_reply(LookupError(f"unknown RPC method {method!r}")))
+            return 0.0
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            self._send_reply(_error_reply(TypeError("malformed RPC request")))
+            return 0.0
+        payload = {"args": args, "kwargs": kwargs}
+        if method in self.timed_names:
+            self._start_timed_rpc(self.rpc, method, payload)
+            return 0.0
+        start = time.monotonic()
         try:
-            if self.rpc is None or method not in self.rpc_names:
-                raise LookupError(f"unknown RPC method {method!r}")
-            if not isinstance(args, list) or not isinstance(kwargs, dict):
-                raise TypeError("malformed RPC request")
-            result = self.rpc(method, {"args": args, "kwargs": kwargs})
-            reply = json.dumps({"ok": True, "result": result})
+            result = self.rpc(method, payload)
         except BudgetExceeded:
             self.kill_group()  # a budget is a hard stop for the whole evaluation, not an RPC error
             raise
         except Exception as exc:
-            text = str(exc)
-            error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-            reply = json.dumps({"ok": False, "error": error})
+            self._send_reply(_error_reply(exc))
+        else:
+            self._send_reply(_ok_reply(result))
+        return time.monotonic() - start
+
+    def _start_timed_rpc(self, rpc: RpcHandler, method: str, payload: dict[str, Any]) -> None:
+        """Serve ``method`` in a thread while the loop keeps the clock (and may kill the child)."""
+
+        def work() -> None:
+            try:
+                outcome: tuple[bool, Any] = (True, rpc(method, payload))
+            except BaseException as exc:  # handed to the loop, which decides
+                outcome = (False, exc)
+            with self._timed_lock:
+                self._timed_outcome = outcome
+                if self._wake_w >= 0:
+                    os.write(self._wake_w, b"x")
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name=f"masforge-sandbox-{method}", daemon=True).start()
+
+    def _finish_timed_rpc(self) -> None:
+        try:
+            os.read(self._wake_r, 64)
+        except BlockingIOError:
+            pass
+        with self._timed_lock:
+            outcome, self._timed_outcome = self._timed_outcome, None
+        if outcome is None or self.exited or self.timed_out:
+            return
+        ok, value = outcome
+        if ok:
+            self._send_reply(_ok_reply(value))
+        elif isinstance(value, BudgetExceeded):
+            self.kill_group()
+            raise value
+        elif isinstance(value, Exception):
+            self._send_reply(_error_reply(value))
+        else:
+            raise value  # KeyboardInterrupt and the like are not the code's failure
+
+    def _send_reply(self, reply: str) -> None:
         self._reply_buf += reply.encode("utf-8") + b"\n"
         self._flush_replies()
-        return time.monotonic() - start
 
     def _flush_replies(self) -> None:
         while self._reply_buf:
@@ -526,8 +512,13 @@ class _Supervisor:
             self._sel.unregister(self.reply_w)
 
     def close(self) -> None:
-        """Release the selector and the pidfd."""
+        """Release the selector, the pidfd and the wake-up pipe (a late timed RPC then writes nowhere)."""
         self._sel.close()
+        with self._timed_lock:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -537,6 +528,9 @@ class _Supervisor:
     def verdict(self) -> tuple[bool, Any, str | None, str | None, str | None]:
         """(ok, value, error, error_kind, traceback) from what was observed."""
         limits = self.limits
+        if self.output_exceeded:
+            mb = self.output_kill_bytes // (1024 * 1024)
+            return False, None, f"OutputLimitExceeded: printed more than {mb} MB; killed", "output", None
         if self.result is not None:
             r = self.result
             ok = bool(r.get("ok"))
@@ -553,12 +547,11 @@ class _Supervisor:
         if not self.started:
             tail = self.stderr.text().strip().splitlines()[-1:] or [f"exit status {self.returncode}"]
             raise SandboxError(f"the sandbox child failed to start: {tail[0]}")
-        code = self.returncode
         cpu_limit = limits.effective_cpu_s()
-        if code is not None and code < 0:
-            sig = -code
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and self.cpu_s_used >= cpu_limit):
-                return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
+        sig = self.iso.death_signal(self.returncode)
+        if sig == signal.SIGXCPU or self.cpu_s_used >= cpu_limit:
+            return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
+        if sig is not None:
             try:
                 name = signal.Signals(sig).name
             except ValueError:
@@ -566,8 +559,20 @@ class _Supervisor:
             return False, None, f"Killed: the sandboxed process died from {name}", "killed", None
         if "MemoryError" in self.stderr.text()[-2000:]:
             return False, None, f"MemoryError: out of memory (limit {limits.memory_mb} MB)", "memory", None
-        error = f"SystemExit: the sandboxed process exited with status {code} before reporting a result"
+        error = f"SystemExit: the sandboxed process exited with status {self.returncode} before reporting a result"
         return False, None, error, "killed", None
+
+
+def _ok_reply(result: Any) -> str:
+    try:
+        return json.dumps({"ok": True, "result": result})
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _error_reply(TypeError(f"the RPC result is not JSON-serializable: {exc}"))
+
+
+def _error_reply(exc: BaseException) -> str:
+    text = str(exc)
+    return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -581,19 +586,13 @@ def _check_json(name: str, value: Any) -> None:
         raise TypeError(f"run_python: {name} must be JSON-serializable: {exc}") from None
 
 
-def _write_files(tmp: str, files: dict[str, str], owner: tuple[int, int] | None) -> None:
-    root = Path(tmp)
+def _check_files(files: dict[str, str]) -> None:
     for name, text in files.items():
         rel = Path(name)
-        if rel.is_absolute() or not rel.parts or ".." in rel.parts or name == _JOB_FILE:
+        if not isinstance(name, str) or rel.is_absolute() or not rel.parts or ".." in rel.parts:
             raise ValueError(f"run_python: file name {name!r} must be a plain relative path")
-        target = root / rel
-        created = [p for p in reversed(target.parents) if p != root and root in p.parents and not p.exists()]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        if owner is not None:
-            for path in (*created, target):
-                os.chown(path, *owner)
+        if not isinstance(text, str):
+            raise TypeError(f"run_python: file {name!r} must be text (str), got {type(text).__name__}")
 
 
 def _remove_tree(path: str) -> None:
@@ -611,54 +610,6 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _process_uids(pid: str) -> tuple[list[int], bool]:
-    """(real/effective/saved/fs uids, is a zombie) of a process, from /proc."""
-    with open(f"/proc/{pid}/status", "rb") as fh:
-        status = fh.read()
-    uids: list[int] = []
-    zombie = False
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            uids = [int(u) for u in line.split()[1:]]
-        elif line.startswith(b"State:"):
-            zombie = b"Z" in line.split()[1:2]
-    return uids, zombie
-
-
-def _kill_uid(lease: _UidLease) -> None:
-    """SIGKILL every process running as the lease's uid (which no other run or user has).
-
-    Processes are found in /proc and signalled through a pidfd after re-checking their uid, so a
-    recycled pid is never hit. Repeats while it finds processes (a fork bomb re-spawning).
-    """
-    if lease.uid < _UID_BASE:  # never anything but a sandbox uid
-        return
-    for _ in range(20):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                uids, zombie = _process_uids(entry.name)
-                if lease.uid not in uids or zombie:
-                    continue
-                pidfd = os.pidfd_open(int(entry.name))
-            except (OSError, ValueError):
-                continue
-            try:
-                uids, _ = _process_uids(entry.name)
-                if lease.uid in uids:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                    found = True
-            except (OSError, ValueError):
-                pass
-            finally:
-                os.close(pidfd)
-        if not found:
-            return
-        time.sleep(0.005)
-
-
 def run_python(
     code: str,
     *,
@@ -668,6 +619,7 @@ def run_python(
     limits: SandboxLimits = SandboxLimits(),
     rpc: RpcHandler | None = None,
     rpc_names: Sequence[str] = (),
+    timed_rpc_names: Sequence[str] = (),
     files: dict[str, str] | None = None,
 ) -> SandboxResult:
     """Run ``code`` as a module in a fresh sandboxed process and report what happened.
@@ -679,9 +631,11 @@ def run_python(
     ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
     calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``
     and sends back its result, or its exception as ``RuntimeError("<Type>: <message>")``. Time spent
-    serving RPC does not count toward ``limits.timeout_s``. A `BudgetExceeded` raised by the handler
-    kills the child and propagates to the caller. ``files`` (relative name -> text) are written into
-    the child's private directory before the code runs.
+    serving RPC does not count toward ``limits.timeout_s``, except for the names in
+    ``timed_rpc_names`` (e.g. tools): those are served in a thread while the clock runs, so a slow one
+    ends the run as a timeout. A `BudgetExceeded` raised by the handler kills the child and propagates
+    to the caller. ``files`` (relative name -> text) are written into the child's private directory
+    before the code runs.
 
     Failures of the code are results (``ok=False`` with ``error_kind``); `SandboxError` means the
     sandbox itself could not run. Thread-safe. See the module docstring for the isolation.
@@ -694,36 +648,45 @@ def run_python(
     for name in names:
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"run_python: RPC name {name!r} is not a Python identifier")
+    timed = frozenset(timed_rpc_names)
+    if not timed <= set(names):
+        raise ValueError(f"run_python: timed_rpc_names {sorted(timed - set(names))} are not among rpc_names")
     if names and rpc is None:
         raise ValueError("run_python: rpc_names given without an rpc handler")
     if entry is not None and not entry.isidentifier():
         raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
     _check_json("args", args)
     _check_json("kwargs", kwargs)
+    _check_files(files)
     if not sys.executable:
         raise SandboxError("sys.executable is unknown: cannot start a sandbox interpreter")
+    iso = isolation()
 
     started_at = time.monotonic()
     lease: _UidLease | None = None
     tmp: str | None = None
+    host_dir = False
     proc: subprocess.Popen[bytes] | None = None
     supervisor: _Supervisor | None = None
     parent_fds: list[int] = []
     try:
-        if os.geteuid() == 0:
+        if iso.root:
             lease = _UidLease()
-        tmp = os.path.realpath(tempfile.mkdtemp(prefix="masforge-sbx-"))
-        owner = (lease.uid, lease.gid) if lease is not None else None
-        if owner is not None:
-            os.chown(tmp, *owner)
-        os.chmod(tmp, 0o700)
-        _write_files(tmp, files, owner)
+        if iso.run_dir_on_host():
+            tmp = os.path.realpath(tempfile.mkdtemp(prefix="masforge-sbx-"))
+            host_dir = True
+            if lease is not None:
+                os.chown(tmp, lease.uid, lease.gid)
+            os.chmod(tmp, 0o700)
+        else:  # created by the child in the sandbox's own /tmp (a fresh tmpfs)
+            tmp = f"/tmp/masforge-sbx-{secrets.token_hex(6)}"
         job = {
             "code": code,
             "entry": entry,
             "args": args,
             "kwargs": kwargs,
             "rpc_names": list(names),
+            "files": files,
             "tmp": tmp,
             "network": limits.network,
             "uid": lease.uid if lease is not None else None,
@@ -737,37 +700,37 @@ def run_python(
                 "max_open_files": _MAX_OPEN_FILES,
             },
         }
-        job_path = os.path.join(tmp, _JOB_FILE)
-        fd = os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(job, fh)
-
+        job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
+        parent_fds.append(job_fd)
+        os.write(job_fd, json.dumps(job).encode("utf-8"))
+        os.lseek(job_fd, 0, os.SEEK_SET)
         chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
         parent_fds += [chan_r, chan_w]
         reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
         parent_fds += [reply_r, reply_w]
-        prefix = [] if limits.network else _netns_command()
-        command = [sys.executable, "-S", "-P", "-s", _CHILD_SCRIPT, str(chan_w), str(reply_r), job_path]
-        if prefix:
-            command = [*prefix, "--", *command]
-        env = {"PATH": _SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
+        life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
+        parent_fds += [life_r, life_w]
+        child_fds = (chan_w, reply_r, job_fd, life_r)
+        inner = [sys.executable, "-S", "-P", "-s", CHILD_SCRIPT, *(str(fd) for fd in child_fds)]
+        command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
+        env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
         try:
             proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(chan_w, reply_r),
-                cwd=tmp,
+                pass_fds=child_fds,
+                cwd=tmp if host_dir else "/",
                 env=env,
                 start_new_session=True,
             )
         except OSError as exc:
-            raise SandboxError(f"cannot start the sandbox interpreter {sys.executable}: {exc}") from exc
-        for fd in (chan_w, reply_r):  # the child's ends: close ours so EOF means the child is gone
+            raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+        for fd in child_fds:  # the child's ends: close ours so EOF means the child is gone
             os.close(fd)
             parent_fds.remove(fd)
-        supervisor = _Supervisor(proc, chan_r, reply_w, limits, rpc, frozenset(names))
+        supervisor = _Supervisor(proc, chan_r, reply_w, limits, rpc, frozenset(names), timed, iso)
         supervisor.run()
         supervisor.kill_group()
         supervisor.reap()
@@ -804,10 +767,11 @@ def run_python(
         for fd in parent_fds:
             os.close(fd)
         if lease is not None:
-            if abnormal and proc is not None:
-                _kill_uid(lease)
+            # without a PID namespace nothing else guarantees that the run's processes are gone
+            if proc is not None and (abnormal or not iso.pid_namespace):
+                _kill_uid(lease.uid)
             lease.release()
-        if tmp is not None:
+        if tmp is not None and host_dir:
             _remove_tree(tmp)
 
 
