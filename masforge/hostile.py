@@ -621,3 +621,123 @@ def run_attack(attack: Attack, form: str) -> Outcome:
 def forms_of(attack: Attack) -> tuple[str, ...]:
     """Tool attacks only make sense as code genomes (a code answer has no ``tool()``)."""
     return ("genome",) if attack.tool_calls else ("genome", "answer")
+
+
+# --------------------------------------------------------------------------------------------------
+# orphans: SIGKILL masforge while its sandboxes run
+
+
+ORPHAN_GENOME = '''"""
+name: orphan-maker
+description: ignores SIGTERM, starts threads and sleeps forever (must not outlive a killed masforge)
+inputs: [question]
+outputs: [answer]
+"""
+
+
+def forward(inputs):
+    import signal
+    import threading
+    import time
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    for _ in range(4):
+        threading.Thread(target=time.sleep, args=(1000,)).start()
+    while True:
+        time.sleep(0.05)
+'''
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``."""
+    found, queue = [], [pid]
+    while queue:
+        for child in _children(queue.pop()):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class KillOutcome:
+    """One SIGKILL of ``masforge evaluate`` while sandboxes ran."""
+
+    processes: int
+    """Processes below masforge at the moment of the kill."""
+    sandboxes: int
+    """Of those, sandbox interpreters."""
+    survivors: list[int]
+    """Pids of any of them (or of anything in their namespaces) still alive afterwards."""
+
+
+def kill_masforge_mid_run(workdir: str, *, env: dict[str, str] | None = None, wait_s: float = 90.0) -> KillOutcome:
+    """Start ``masforge evaluate`` on `ORPHAN_GENOME` (2 examples at once), SIGKILL it once both sandboxes
+    run, and report which of its processes outlived it (after a grace period for teardown)."""
+    import subprocess
+    import sys
+
+    genome = os.path.join(workdir, "orphan_maker.py")
+    with open(genome, "w", encoding="utf-8") as fh:
+        fh.write(ORPHAN_GENOME)
+    command = [sys.executable, "-m", "masforge", "evaluate", genome, "--task", "rg:basic_arithmetic",
+               "--lm", "fake", "--limit", "2", "--concurrency", "2", "--no-cache"]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})}, cwd=workdir, start_new_session=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            tree = descendants(proc.pid)
+            sandboxes = [p for p in tree if "_sandbox_child.py" in _cmdline(p) and not _children(p)]
+            # running forward: the interpreter has its threads (lifeline + 4 sleepers)
+            busy = [p for p in sandboxes if len(os.listdir(f"/proc/{p}/task")) >= 5] if sandboxes else []
+            if len(busy) >= 2 or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        namespaces = set()
+        for p in busy:
+            try:
+                namespaces.add(os.readlink(f"/proc/{p}/ns/pid"))
+            except OSError:
+                pass
+        os.kill(proc.pid, 9)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    own_ns = os.readlink("/proc/self/ns/pid")
+    namespaces.discard(own_ns)
+    end = time.monotonic() + 5.0
+    while True:
+        alive = [p for p in tree if _alive(p)]
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and namespaces and int(entry.name) not in alive:
+                try:
+                    if os.readlink(f"/proc/{entry.name}/ns/pid") in namespaces and _alive(int(entry.name)):
+                        alive.append(int(entry.name))
+                except OSError:
+                    pass
+        if not alive or time.monotonic() > end:
+            break
+        time.sleep(0.1)
+    return KillOutcome(len(tree), len(busy), alive)
