@@ -140,7 +140,8 @@ class Attack:
     tool_calls: bool = False
     """Uses ``tool()`` (only meaningful as a code genome, where tools exist)."""
     needs_private_fs: bool = False
-    """Gets past the audit hook: only the read-only view and private /tmp (bubblewrap) contain it."""
+    """Gets past the audit hook (``os.mkfifo`` and ``dir_fd`` are not audited): only the read-only view and
+    private /tmp of bubblewrap contain it; without them it writes to world-writable host directories."""
 
 
 _WRITE_OUTSIDE = """
@@ -332,22 +333,26 @@ raise last
 _TAMPER_TOCTOU = """
 import os
 class Flip:
-    # the audit hook sees the first answer, open() uses the second: a gap only the OS layers close
-    def __init__(self, outside):
-        self.calls, self.outside = 0, outside
+    # answers differently to the audit hook and to the operation: a gap only the OS layers close
+    def __init__(self, answers):
+        self.answers = list(answers)
     def __fspath__(self):
-        self.calls += 1
-        return "inside.txt" if self.calls == 1 else self.outside
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 hits, last = [], None
 for p in @PATHS@:
-    try:
-        with open(Flip(p + "-toctou"), "w") as fh:
-            fh.write("x")
-        hits.append(p)
-    except OSError as exc:
-        last = exc
+    for first, second in ((p + "-toctou-a", "inside.txt"), ("inside.txt", p + "-toctou-b")):
+        for how in ("os.open", "open"):
+            try:
+                if how == "os.open":
+                    os.close(os.open(Flip([first, second]), os.O_WRONLY | os.O_CREAT, 0o644))
+                else:
+                    open(Flip([first, second]), "w").close()
+            except OSError as exc:
+                last = exc
+            if os.path.exists(p + "-toctou-a") or os.path.exists(p + "-toctou-b"):
+                hits.append(p)
 if hits:
-    raise RuntimeError("wrote (inside the sandbox's own view) " + repr(hits))
+    raise RuntimeError("wrote (inside the sandbox's own view) " + repr(sorted(set(hits))))
 raise last
 """
 
@@ -366,7 +371,7 @@ for i in range(100000):
 ATTACKS: tuple[Attack, ...] = (
     Attack("network", "connect to a listener on the host, resolve a name", _NETWORK, frozenset({"blocked"})),
     Attack("write-outside", "create files, fifos, symlinks outside the run directory (also via dir_fd)",
-           _WRITE_OUTSIDE, frozenset({"blocked", "exception"})),
+           _WRITE_OUTSIDE, frozenset({"blocked", "exception"}), needs_private_fs=True),
     Attack("read-keys", "read keys from the environment, /proc/*/environ and a key file of the parent",
            _READ_KEYS, frozenset({"wrong", "blocked", "exception"})),
     Attack("fork-bomb", "os.fork() in a loop", _FORK_BOMB, frozenset({"blocked"})),
@@ -382,8 +387,8 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("tamper-ctypes", "load ctypes / _ctypes directly from its .so", _TAMPER_CTYPES, frozenset({"blocked"})),
     Attack("tamper-subclasses", "reach os.system, _posixsubprocess and the hook via __subclasses__ and gc",
            _TAMPER_SUBCLASSES, frozenset({"blocked"})),
-    Attack("tamper-toctou", "a path whose __fspath__ changes between the audit hook's check and open()",
-           _TAMPER_TOCTOU, frozenset({"exception"}), needs_private_fs=True),
+    Attack("tamper-toctou", "write through a path object whose __fspath__ answers differently on each call",
+           _TAMPER_TOCTOU, frozenset({"blocked", "exception"})),
     Attack("calculator-bomb", "((9**99)**999)**99 seven times and other huge powers via tool()",
            _CALCULATOR_BOMB, frozenset({"wrong"}), tool_calls=True),
     Attack("tool-flood", "100000 tool() calls in one forward", _TOOL_FLOOD, frozenset({"exception"}),

@@ -6,19 +6,45 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/_sandbox_child.py`` in a new private directory. The bootstrap sets the limits, drops
-privileges, installs an audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
-function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks
-do not run (as in the official HumanEval harness: a solution's demo code or ``input()`` cannot
-break its tests, an entry call does not run demo code); ``sys.modules["__main__"]`` is aliased to it.
-The child's result and its RPC requests travel as JSON lines over a dedicated pipe pair
-(passed with ``pass_fds``), separate from the captured stdout/stderr. The parent serves RPC requests
-with the caller's handler and watches the wall clock; time spent serving RPC does not count.
+``masforge/_sandbox_child.py`` inside the OS layers of `masforge.isolation` (bubblewrap namespaces
+where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
+private run directory, sets the limits, installs an audit hook and runs the code as module
+``__sandbox__`` (then the ``entry`` function, if given). The module is not named ``__main__``, so
+``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a solution's
+demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
+``sys.modules["__main__"]`` is aliased to it. The child's result and its RPC requests travel as JSON
+lines over a dedicated pipe pair (passed with ``pass_fds``), separate from the captured stdout/stderr.
+The parent serves RPC requests with the caller's handler and watches the wall clock; time spent
+serving RPC does not count, except for ``timed_rpc_names`` (tools), which run in a thread while the
+clock runs.
 
-Enforced (Linux):
+Enforced (Linux), first the OS layers (see `masforge.isolation` for which hold on this machine; a
+missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``):
 
-* **Private directory**: a fresh temporary directory is the working directory, ``HOME`` and
-  ``TMPDIR``; it is removed afterwards. ``files`` are written into it before the code runs.
+* **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
+  it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
+  for ``unshare`` and plain processes, the *lifeline*: a pipe only the parent writes to; its EOF makes
+  the bootstrap kill the run). Its own network namespace (no network at all, not even
+  ``127.0.0.1``, unless ``limits.network``), IPC and UTS namespaces.
+* **File system** (bubblewrap): a read-only view of the system directories, the Python installation
+  and the bootstrap only (no project folder, no home directories); private ``/tmp`` (``disk_mb``)
+  and ``/dev/shm`` tmpfs; ``/proc`` of the namespace only. The run directory is a fresh folder in
+  that ``/tmp``: nothing a run writes is visible to another run or survives it.
+* **Unprivileged uid (when the parent is root)**: each run gets its *own* uid (``1_500_000_000 +
+  slot``, slots claimed with ``flock``, so exclusive across processes), not the shared ``nobody``:
+  concurrent sandboxes cannot signal or read each other, and ``max_processes`` is per run. A uid is
+  never handed out while a process of it lives: the bootstrap kills its uid's other processes before
+  exiting, the parent sweeps the uid after an abnormal end (always, without a PID namespace), a slot
+  whose holder died mid-run is swept before reuse and the first use in a process sweeps all free
+  slots. When the parent is not root the uid is kept (``RLIMIT_NPROC`` then counts all processes of
+  that user). Directories of ``sys.path`` the uid cannot reach stay importable read-only through
+  directory fds opened before the drop.
+* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
+  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
+  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
+  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
+  Printing far more than ``max_output_bytes`` (64 MB or 4x, whichever is more) kills the run.
+* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL.
 * **Scrubbed environment**: built from an allow-list, not filtered: ``PATH`` (fixed system value),
   ``LANG=C.UTF-8``, ``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR``. No API keys or tokens reach the
   child. (``-E`` is not used so that ``PYTHONHASHSEED`` takes effect; the environment holds no other
@@ -27,68 +53,40 @@ Enforced (Linux):
   install is importable by default), ``-P`` (the bootstrap's directory is not on ``sys.path``),
   ``-s`` (no user site). ``sys.path`` is the private directory, the stdlib and the interpreter's
   site-packages (plain directory only, ``.pth`` files are not processed). Parent fds are closed.
-* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL,
-  and when the child exits any remaining group member gets SIGKILL too.
-* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
-  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
-  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
-  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
-* **Unprivileged uid (when the parent is root)**: root ignores ``RLIMIT_NPROC`` and file
-  permissions, so the child drops to an unprivileged uid/gid before running the code. Each run gets
-  its *own* uid (``1_500_000_000 + slot``, slots claimed with ``flock`` on lock files, so also
-  exclusive across processes) rather than the shared ``nobody``: concurrent sandboxes then cannot
-  signal, ``prlimit`` or read each other, and ``max_processes`` is per run instead of a quota shared
-  by all concurrent runs. The private directory is owned by that uid (mode 0700). Because the uid
-  is exclusive, the bootstrap kills every other process of its uid before exiting, and after an
-  abnormal end (timeout, signal, no result) the parent finds that uid's processes in ``/proc`` and
-  kills them, so even processes that escaped the process group die. When the parent is not root
-  the uid is kept (``RLIMIT_NPROC`` then counts all processes of that user, and files readable by
-  that user are readable by the code).
-  Directories of ``sys.path`` that the unprivileged uid cannot reach (e.g. a Python under
-  ``/root``) stay importable read-only through directory fds opened before the drop.
-* **No network**: when ``unshare`` can create a network namespace (probed once and cached:
-  ``unshare --net true`` as root, ``unshare --net --map-root-user true`` otherwise), the child runs
-  in a fresh one (loopback down: no network at all, not even ``127.0.0.1``). Unless
-  ``limits.network`` is true, of course.
-* **Audit hook** (defense in depth, always installed after the bootstrap's own imports and before
-  the code runs): raises ``PermissionError`` on ``socket.connect/bind/getaddrinfo/gethostbyname/
-  gethostbyaddr/getnameinfo/sendto/sendmsg`` (unless ``limits.network``), ``subprocess.Popen``,
-  ``os.system``, ``os.exec*``, ``os.spawn*``, ``os.posix_spawn*``, ``os.fork``, ``os.forkpty``,
-  ``pty.spawn``, ``ctypes.dlopen``, signalling or ``prlimit``-ing other processes, opening a file for
-  writing and ``remove/rename/mkdir/rmdir/chmod/chown/utime/truncate/link/symlink/xattr`` outside the
-  private directory (``/dev/null``, ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite
-  database file outside it, opening
-  ``/proc/<pid>/...`` of another process (e.g. the parent's ``environ``). Importing ``ctypes`` (or
-  re-importing ``_posixsubprocess``) raises ``ImportError``; the bootstrap's own
-  ``_posixsubprocess.fork_exec`` is removed. These are reported with ``error_kind="blocked"``.
+* **Audit hook** (a second layer only, installed after the bootstrap's own imports and before the
+  code runs): raises ``PermissionError`` on network calls (unless ``limits.network``), starting
+  processes (``subprocess``, ``os.system/exec*/spawn*/posix_spawn*/fork/forkpty``, ``pty.spawn``),
+  ``ctypes.dlopen``, ``gc.get_objects/get_referrers/get_referents``, new interpreters, signalling or
+  ``prlimit``-ing other processes, opening a file for writing and ``remove/rename/mkdir/rmdir/chmod/
+  chown/utime/truncate/link/symlink/xattr`` outside the private directory (``/dev/null``,
+  ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite database file outside it, opening
+  ``/proc/<pid>/...`` of another process. Importing ``ctypes``, ``_posixsubprocess`` or the
+  sub-interpreter and test C-API modules raises ``ImportError``. The hook has no switch and reads no
+  global, builtin or ``os.path`` function at call time, so walking frames or patching modules does
+  not turn it off. These are reported with ``error_kind="blocked"``.
 * **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU / CPU limit -> ``"cpu"``, wall clock ->
   ``"timeout"``, blocked operation -> ``"blocked"``, ``SyntaxError`` of the code -> ``"syntax"``,
-  non-JSON return value -> ``"output"``, other exception (including ``SystemExit``, so a solution
-  cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death by another signal or exit
-  without a result -> ``"killed"``.
+  non-JSON return value or an output flood -> ``"output"``, other exception (including
+  ``SystemExit``, so a solution cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death
+  by another signal or exit without a result -> ``"killed"``.
 
 Not enforced / limits of this design:
 
-* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it (e.g. with
-  an unaudited C-level function or interpreter-memory tricks) may manage. What then still holds
-  is the process boundary, the unprivileged uid, the rlimits, the network namespace and the
-  scrubbed environment; without root and without ``unshare`` only the process boundary, the rlimits
-  and the environment hold.
-* Reading is not restricted: files readable by everyone (e.g. a world-readable ``.env`` in the
-  project or the source tree) are readable from the sandbox. Keep secrets in the environment or in
-  files that are not world-readable.
-* No disk quota: ``RLIMIT_FSIZE`` caps each file, not the number of files in the private directory.
-* No filesystem namespace, seccomp or cgroup: the child sees the host's filesystem (read-only for
-  it where permissions say so), ``/proc`` and the host's pids. ``RLIMIT_AS`` limits address space,
-  not resident memory of the machine as a whole.
+* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it can (e.g. a
+  path object whose ``__fspath__`` answers differently to the hook and to ``open``; unaudited C-level
+  calls such as ``os.mkfifo`` or ``os.open(..., dir_fd=...)``). What then holds are the OS layers:
+  with bubblewrap such writes land in the run's private ``/tmp`` or fail on the read-only view;
+  without it, the uid's permissions decide (world-writable host directories such as ``/tmp`` are
+  then writable: the start-up line says so).
+* Without bubblewrap, reading is not restricted beyond permissions: files readable by the sandbox
+  uid (everyone's, when root; the user's own, when not root) are readable.
+* Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
+* No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
+  the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
 * The child's result is reported by the child: code that deliberately forges the protocol (writing
-  to the channel fd itself) can fake its own result. The sandbox protects the host, not the
-  integrity of a score against adversarial code.
-* ``os.open(..., dir_fd=...)`` is audited without its ``dir_fd``, and some C-level file creation is
-  not audited at all (``os.mkfifo``, ``os.mknod``, some extension modules): such writes are limited
-  by file permissions only (with root: the unprivileged uid can still create entries in
-  world-writable directories such as ``/tmp``).
-* POSIX/Linux only (``pidfd_open``, ``unshare``, rlimits).
+  to the channel fd itself, or rewriting the bootstrap's frames) can fake its own result. The sandbox
+  protects the host, not the integrity of a score against adversarial code.
+* POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
 
 Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and
 ``exec`` and is documented as unsafe in a multi-threaded parent (possible deadlock), and evaluations
