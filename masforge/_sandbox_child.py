@@ -216,14 +216,15 @@ def _setup_paths(tmp: str) -> None:
 def _make_audit_hook(tmp: str, network: bool, exclusive_uid: bool) -> Callable[[str, tuple], None]:
     """The defense-in-depth hook: no processes, no network, no writes outside ``tmp``, no ctypes.
 
-    Everything it uses is bound here, before any untrusted code runs: it has no switch, reads no module
-    global and no builtin by name, resolves paths itself with C functions (not ``os.path``, which the
-    code could patch) and only ever looks at exact ``str``/``int`` copies of the arguments. Walking
-    frames, rebinding globals or builtins therefore cannot turn it off. It is still not a security
-    boundary (PEP 578): the OS layers are.
+    Everything it uses is bound here, before any untrusted code runs, and is immutable or a C function:
+    the hook has no switch, reads no module global, no builtin by name and no ``os.path`` function
+    (which the code could patch), calls no helper function of its own (its frame, which a traceback of
+    a blocked call exposes, holds nothing that changes its decisions) and only looks at exact
+    ``str``/``int`` copies of the arguments. Walking frames or rebinding globals and builtins therefore
+    does not turn it off. It is still not a security boundary (PEP 578): the OS layers are.
     """
-    _type, _issubclass = type, issubclass
-    _str, _bytes, _int = str, bytes, int
+    _type, _issubclass, _range, _int = type, issubclass, range, int
+    _str, _bytes = str, bytes
     str_copy, every = str.__getitem__, slice(None)  # exact str copy of a str subclass
     decode = bytes.decode
     int_copy = int.__add__
@@ -234,6 +235,7 @@ def _make_audit_hook(tmp: str, network: bool, exclusive_uid: bool) -> Callable[[
     allowed_write_paths = _ALLOWED_WRITE_PATHS
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     tmp_prefix = tmp.rstrip("/") + "/"
+    only_tmp = "only the sandbox directory is writable"
     process_events = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
                                 "os.posix_spawnp", "os.fork", "os.forkpty", "pty.spawn"})
     network_events = frozenset({"socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
@@ -245,7 +247,7 @@ def _make_audit_hook(tmp: str, network: bool, exclusive_uid: bool) -> Callable[[
     introspection_events = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
                                       "cpython.PyInterpreterState_New", "ctypes.dlopen"})
     # event -> (index of path argument(s), index of dir_fd argument or None, follow the final symlink)
-    path_events: dict[str, tuple[tuple[int, ...], int | None, bool]] = {
+    path_events = types.MappingProxyType({
         "os.remove": ((0,), 1, False),
         "os.rmdir": ((0,), 1, False),
         "os.mkdir": ((0,), 2, False),
@@ -259,132 +261,131 @@ def _make_audit_hook(tmp: str, network: bool, exclusive_uid: bool) -> Callable[[
         "os.setxattr": ((0,), None, True),
         "os.removexattr": ((0,), None, True),
         "shutil.rmtree": ((0,), 1, False),
-    }
+    })
     watched = (process_events | network_events | introspection_events | frozenset(path_events)
                | frozenset({"open", "import", "os.kill", "os.killpg", "resource.prlimit", "sqlite3.connect"}))
-
-    def block(what: str, why: str) -> None:
-        raise blocked_error(f"blocked by the sandbox: {what} ({why})")
-
-    def text_of(path: Any) -> str | None:
-        """An exact str for a path argument (None for a file descriptor)."""
-        kind = _type(path)
-        if kind is _str:
-            return path
-        if _issubclass(kind, _str):
-            return str_copy(path, every)
-        if _issubclass(kind, _bytes):
-            return decode(path, "utf-8", "surrogateescape")
-        if _issubclass(kind, _int):
-            return None
-        return text_of(fspath(path))  # a path-like object: its __fspath__ is the code's own
-
-    def resolve(text: str, follow_last: bool) -> str:
-        """Absolute path with every symlink resolved (the final one only if ``follow_last``)."""
-        if not text.startswith("/"):
-            text = getcwd() + "/" + text
-        pending = text.split("/")[::-1]
-        parts: list[str] = []
-        hops = 0
-        while pending:
-            name = pending.pop()
-            if name == "" or name == ".":
-                continue
-            if name == "..":
-                if parts:
-                    parts.pop()
-                continue
-            parts.append(name)
-            if not pending and not follow_last:
-                break
-            try:
-                if lstat("/" + "/".join(parts)).st_mode & s_ifmt != s_iflnk:
-                    continue
-                target = readlink("/" + "/".join(parts))
-            except (OSError, ValueError):
-                continue
-            hops += 1
-            if hops > 40:  # the kernel gives up here too (ELOOP); never call such a path inside
-                return "/\0symlink-loop"
-
-            parts.pop()
-            if target.startswith("/"):
-                parts = []
-            pending += target.split("/")[::-1]
-        return "/" + "/".join(parts)
-
-    def inside(text: str, follow: bool) -> bool:
-        if text in allowed_write_paths:
-            return True
-        resolved = resolve(text, follow)
-        return resolved + "/" == tmp_prefix or resolved.startswith(tmp_prefix)
-
-    def other_process_file(text: str) -> bool:
-        """``/proc/<pid>/...`` of another process (e.g. the parent's environ)."""
-        resolved = resolve(text, True)
-        if not resolved.startswith("/proc/"):
-            return False
-        first = resolved[6:].split("/", 1)[0]
-        return first.isdigit() and _int(first) != getpid()
 
     def hook(event: str, args: tuple) -> None:
         if event not in watched:
             return
+        # paths to check: (argument, follow the final symlink, True: must be inside tmp / False: /proc rule)
+        todo: list = []
+        relative_to_fd = False
         if event == "open":
             path, mode, flags = args
-            text = text_of(path)
-            if text is None:
-                return
             writing = False
             if _issubclass(_type(mode), _str):
                 mode = str_copy(mode, every)
                 writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode
             if _issubclass(_type(flags), _int) and int_copy(flags, 0) & write_flags:
                 writing = True
-            if writing and not inside(text, True):
-                block(f"writing {text!r}", "only the sandbox directory is writable")
-            if ("proc" in text or not text.startswith("/")) and other_process_file(text):
-                block(f"opening {text!r}", "other processes' /proc files are off limits")
+            if writing:
+                todo.append((path, True, True))
+            todo.append((path, True, False))
         elif event == "import":
             name = args[0]
             if _issubclass(_type(name), _str) and str_copy(name, every) in blocked_imports:
                 raise blocked_import_error(f"blocked by the sandbox: import {str_copy(name, every)} (not allowed)")
+            return
         elif event in process_events:
-            block(event, "starting processes is not allowed")
+            raise blocked_error(f"blocked by the sandbox: {event} (starting processes is not allowed)")
         elif event in network_events:
             if not network:
-                block(event, "network access is not allowed")
+                raise blocked_error(f"blocked by the sandbox: {event} (network access is not allowed)")
+            return
         elif event in introspection_events:
-            block(event, "not allowed in the sandbox")
+            raise blocked_error(f"blocked by the sandbox: {event} (not allowed in the sandbox)")
         elif event == "sqlite3.connect":
-            text = text_of(args[0])
-            if text is None or text == "" or text == ":memory:":
-                return
-            if not inside(text, True):
-                block(f"sqlite3.connect({text!r})", "only the sandbox directory is writable")
+            todo.append((args[0], True, True))
         elif event == "os.kill":
             pid = int_copy(args[0], 0)
             if pid != 0 and pid != getpid() and not (pid == -1 and exclusive_uid):
-                block(f"os.kill({pid})", "signalling other processes is not allowed")
+                raise blocked_error(f"blocked by the sandbox: os.kill({pid}) (signalling other processes "
+                                    "is not allowed)")
+            return
         elif event == "os.killpg":
             pgid = int_copy(args[0], 0)
             if pgid != 0 and pgid != getpgid(0):
-                block(f"os.killpg({pgid})", "signalling other processes is not allowed")
+                raise blocked_error(f"blocked by the sandbox: os.killpg({pgid}) (signalling other processes "
+                                    "is not allowed)")
+            return
         elif event == "resource.prlimit":
             pid = int_copy(args[0], 0)
             if pid != 0 and pid != getpid():
-                block(f"resource.prlimit({pid})", "changing other processes is not allowed")
+                raise blocked_error(f"blocked by the sandbox: resource.prlimit({pid}) (changing other "
+                                    "processes is not allowed)")
+            return
         else:
             indexes, dir_fd_index, follow = path_events[event]
             dir_fd = args[dir_fd_index] if dir_fd_index is not None else None
+            relative_to_fd = dir_fd is not None and dir_fd != -1
             for i in indexes:
-                text = text_of(args[i])
-                if text is None:
+                todo.append((args[i], follow, True))
+        for obj, follow_last, must_be_inside in todo:
+            text = None
+            for _ in _range(3):  # a path-like object's __fspath__ returns str or bytes
+                kind = _type(obj)
+                if kind is _str:
+                    text = obj
+                elif _issubclass(kind, _str):
+                    text = str_copy(obj, every)
+                elif _issubclass(kind, _bytes):
+                    text = decode(obj, "utf-8", "surrogateescape")
+                elif not _issubclass(kind, _int):
+                    obj = fspath(obj)
                     continue
-                if dir_fd is not None and dir_fd != -1 and not text.startswith("/"):
-                    block(f"{event} relative to a dir_fd", "only the sandbox directory is writable")
-                if not inside(text, follow):
-                    block(f"{event} {text!r}", "only the sandbox directory is writable")
+                break
+            if text is None:  # a file descriptor
+                continue
+            shown = text
+            if relative_to_fd and not text.startswith("/"):
+                raise blocked_error(f"blocked by the sandbox: {event} relative to a dir_fd ({only_tmp})")
+            if must_be_inside:
+                if text in allowed_write_paths or (event == "sqlite3.connect" and text in ("", ":memory:")):
+                    continue
+            elif "proc" not in text and text.startswith("/"):
+                continue
+            # resolve like realpath: absolute, every symlink followed (the final one if follow_last)
+            if not text.startswith("/"):
+                text = getcwd() + "/" + text
+            pending = text.split("/")[::-1]
+            parts: list = []
+            hops = 0
+            while pending:
+                name = pending.pop()
+                if name == "" or name == ".":
+                    continue
+                if name == "..":
+                    if parts:
+                        parts.pop()
+                    continue
+                parts.append(name)
+                if not pending and not follow_last:
+                    break
+                try:
+                    if lstat("/" + "/".join(parts)).st_mode & s_ifmt != s_iflnk:
+                        continue
+                    target = readlink("/" + "/".join(parts))
+                except (OSError, ValueError):
+                    continue
+                hops += 1
+                if hops > 40:  # the kernel gives up here too (ELOOP); never call such a path inside
+                    parts = ["\0symlink-loop"]
+                    break
+                parts.pop()
+                if target.startswith("/"):
+                    parts = []
+                pending += target.split("/")[::-1]
+            resolved = "/" + "/".join(parts)
+            if must_be_inside:
+                if resolved + "/" != tmp_prefix and not resolved.startswith(tmp_prefix):
+                    what = f"writing {shown!r}" if event == "open" else f"{event} {shown!r}"
+                    raise blocked_error(f"blocked by the sandbox: {what} ({only_tmp})")
+            elif resolved.startswith("/proc/"):
+                first = resolved[6:].split("/", 1)[0]
+                if first.isdigit() and _int(first) != getpid():
+                    raise blocked_error(f"blocked by the sandbox: opening {shown!r} (other processes' /proc files "
+                                        "are off limits)")
 
     return hook
 

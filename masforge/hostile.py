@@ -274,6 +274,46 @@ signal.SIGKILL = 0
 os.system("sleep 1000 &")
 """
 
+_TAMPER_HOOK_FRAME = """
+import os
+last = None
+try:
+    os.remove("/etc/masforge-nonexistent-@TOKEN@")
+except PermissionError as exc:
+    # the traceback of a blocked call reaches the audit hook's own frame: rewrite whatever it holds
+    last, tb = exc, exc.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            for cell in getattr(value, "__closure__", None) or ():
+                try:
+                    content = cell.cell_contents
+                except ValueError:
+                    continue
+                if type(content) is str:
+                    cell.cell_contents = "/"
+                elif type(content) in (frozenset, set, dict):
+                    cell.cell_contents = type(content)()
+            if type(value) in (dict, set, list):
+                value.clear()
+        tb.tb_frame.f_locals.update({k: "/" for k, v in tb.tb_frame.f_locals.items() if type(v) is str})
+        tb = tb.tb_next
+hits = []
+for p in @PATHS@:
+    try:
+        with open(p + "-hookframe", "w") as fh:
+            fh.write("x")
+        hits.append(p)
+    except OSError as exc:
+        last = exc
+try:
+    os.system("sleep 1000 &")
+except PermissionError as exc:
+    last = exc
+if hits:
+    raise RuntimeError("wrote (inside the sandbox's own view) " + repr(hits))
+raise last
+"""
+
 _TAMPER_CTYPES = """
 import importlib.util, sys, glob
 hits, last = [], None
@@ -376,7 +416,7 @@ ATTACKS: tuple[Attack, ...] = (
            _READ_KEYS, frozenset({"wrong", "blocked", "exception"})),
     Attack("fork-bomb", "os.fork() in a loop", _FORK_BOMB, frozenset({"blocked"})),
     Attack("thread-bomb", "threads until the process limit", _THREAD_BOMB, frozenset({"exception", "memory"})),
-    Attack("memory-bomb", "allocate 50 MB at a time forever", _MEMORY_BOMB, frozenset({"memory"})),
+    Attack("memory-bomb", "allocate 50 MB at a time forever", _MEMORY_BOMB, frozenset({"memory"}), timeout_s=20.0),
     Attack("infinite-loop", "while True: pass", _INFINITE_LOOP, frozenset({"timeout", "cpu"}), timeout_s=1.5),
     Attack("output-bomb", "print 5 GB", _OUTPUT_BOMB, frozenset({"output"}), timeout_s=30.0),
     Attack("subprocess", "Popen, os.system, posix_spawn, exec of a long sleep", _SUBPROCESS, frozenset({"blocked"})),
@@ -384,6 +424,8 @@ ATTACKS: tuple[Attack, ...] = (
            frozenset({"timeout"}), timeout_s=1.5),
     Attack("tamper-frames", "walk frames and globals to switch the audit hook off, patch builtins and "
            "os.path, then os.system", _TAMPER_FRAMES, frozenset({"blocked", "exception"})),
+    Attack("tamper-hook-frame", "rewrite the closures and locals of the audit hook's frame, reached through the "
+           "traceback of a blocked call, then write outside and os.system", _TAMPER_HOOK_FRAME, frozenset({"blocked"})),
     Attack("tamper-ctypes", "load ctypes / _ctypes directly from its .so", _TAMPER_CTYPES, frozenset({"blocked"})),
     Attack("tamper-subclasses", "reach os.system, _posixsubprocess and the hook via __subclasses__ and gc",
            _TAMPER_SUBCLASSES, frozenset({"blocked"})),
