@@ -115,6 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     for mode in modes:
         if missing[mode]:
             out.append(f"- `{mode}` says at start-up that it is missing: {'; '.join(missing[mode])}.")
+    if any(not private[m] for m in modes):
+        out += ["", "Without bubblewrap's private file system, `os.mkfifo` and `os.open(..., dir_fd=...)` (which "
+                "Python does not audit) still create entries in world-writable host directories: those are the "
+                "escapes counted as a declared missing layer above. With bubblewrap they land in the run's "
+                "private `/tmp` or fail on the read-only view."]
     out += ["", f"Per attack in `{modes[0]}` mode (the default here): the failure kinds masforge reported "
             "(genome form / answer form), the escapes and the median seconds per run.", ""]
     rows = []

@@ -15,13 +15,14 @@ import time
 import pytest
 
 from masforge import isolation as iso_module
+from masforge import tools as tools_module
 from masforge.genome.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
 from masforge.genome.schema import Genome
 from masforge.hostile import ATTACKS, Attack, forms_of, kill_masforge_mid_run, run_attack
 from masforge.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
 from masforge.lm import LMClient
 from masforge.sandbox import SandboxLimits, run_python
-from masforge.tools import calculate, register_tool
+from masforge.tools import Tool, calculate
 
 IS_ROOT = os.geteuid() == 0
 CASES = [(attack, form) for attack in ATTACKS for form in forms_of(attack)]
@@ -77,13 +78,13 @@ def _code_system(code: str, timeout_s: float) -> CodeSystem:
     return CodeSystem(genome, LMClient({"worker": "fake"}, cache=False), limits=SandboxLimits(timeout_s=timeout_s))
 
 
-def test_a_slow_tool_counts_against_the_candidates_time():
-    register_tool("test_sleepy", "Sleeps (a test tool).")(lambda arg: (time.sleep(float(arg)), "slept")[1])
+def test_a_slow_tool_counts_against_the_candidates_time(monkeypatch: pytest.MonkeyPatch):
+    sleepy = Tool("test_sleepy", "Sleeps (a test tool).", lambda arg: (time.sleep(float(arg)), "slept")[1])
+    monkeypatch.setitem(tools_module._REGISTRY, "test_sleepy", sleepy)
     system = _code_system("def forward(inputs):\n    return {'answer': tool('test_sleepy', '8')}\n", 1.0)
-    start = time.monotonic()
+    # if tool time did not count, the run would succeed with "slept" after 8 s
     with pytest.raises(Exception, match=r"code genome failed \(timeout\)"):
         system(question="q")
-    assert time.monotonic() - start < 6  # the candidate ended at its own limit, not when the tool returned
     fast = _code_system("def forward(inputs):\n    return {'answer': tool('test_sleepy', '0.05')}\n", 5.0)
     assert fast(question="q").outputs == {"answer": "slept"}
 
