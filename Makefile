@@ -11,7 +11,7 @@ LLAMA_VERSION ?= 0.3.36
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test venv llama model lint bench clean-venv chromium
+.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +37,10 @@ llama: $(BIN)/.llama
 model: $(BIN)/.llama
 	$(BIN)/masforge models pull
 
-run: model
+run: model bubblewrap
 	$(BIN)/masforge search --config examples/quickstart.yaml
 
-test: model chromium
+test: model chromium bubblewrap
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -49,6 +49,13 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
 		echo "chromium could not be installed: the report's browser test will be skipped"
+
+# The sandbox puts generated code in its own namespaces with bubblewrap (read-only file system view, private
+# /tmp, dies with masforge); without it masforge falls back to unshare and says which layers are missing.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || \
+		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null ) || \
+		echo "bubblewrap could not be installed: the sandbox runs without its private file system view"
 
 lint: venv
 	$(BIN)/ruff check .

@@ -159,7 +159,7 @@ def classify(exc: BaseException) -> str:
         return "parse"
     if isinstance(exc, SystemRunError):
         text = str(exc)
-        for kind in ("timeout", "memory", "cpu", "blocked", "syntax"):
+        for kind in ("timeout", "memory", "cpu", "blocked", "syntax", "output", "killed"):
             if f"({kind})" in text:
                 return f"code_{kind}"
         return "system"

@@ -4,7 +4,9 @@ Inside the sandbox the code sees two functions, served by the parent over the sa
 (so keys, cost accounting and budgets stay in the parent):
 
 * ``llm(prompt, system=None, temperature=None, lm="worker", sample=0) -> str``
-* ``tool(name, arg) -> str`` for any registered tool (``calculator``, ``python``, ...)
+* ``tool(name, arg) -> str`` for any registered tool (``calculator``, ``python``, ...). Unlike ``llm()``,
+  time spent in a tool counts against the run's wall clock (a tool is served in a thread while the
+  sandbox keeps the clock, so a slow tool ends the run as a timeout), and calls are capped per run.
 
 ``forward`` returns a dict of the genome's outputs (a plain string is accepted when there is one output).
 """
@@ -23,7 +25,9 @@ from masforge.tools import get_tool
 from masforge.trace import agent_call, recording
 
 RPC_NAMES = ("llm", "tool")
+TIMED_RPC_NAMES = ("tool",)
 MAX_LLM_CALLS_PER_RUN = 50
+MAX_TOOL_CALLS_PER_RUN = 50
 
 
 class CodeSystem:
@@ -36,9 +40,14 @@ class CodeSystem:
         self.limits = limits or SandboxLimits(timeout_s=60.0, memory_mb=1024)
 
     def _handler(self, counter: list[int]) -> Any:
+        tool_calls = [0]
+
         def rpc(method: str, payload: dict[str, Any]) -> Any:
             args, kwargs = payload.get("args", []), payload.get("kwargs", {})
             if method == "tool":
+                tool_calls[0] += 1
+                if tool_calls[0] > MAX_TOOL_CALLS_PER_RUN:
+                    raise RuntimeError(f"more than {MAX_TOOL_CALLS_PER_RUN} tool() calls in one forward()")
                 name, arg = (list(args) + [kwargs.get("name"), kwargs.get("arg")])[:2] if args else (
                     kwargs.get("name"), kwargs.get("arg"))
                 return get_tool(str(name))(str(arg))
@@ -67,7 +76,7 @@ class CodeSystem:
         counter = [0]
         with recording() as trace, agent_call("forward", "code", inputs=inputs) as call:
             res = run_python(self.genome.code or "", entry="forward", args=[inputs], limits=self.limits,
-                             rpc=self._handler(counter), rpc_names=RPC_NAMES)
+                             rpc=self._handler(counter), rpc_names=RPC_NAMES, timed_rpc_names=TIMED_RPC_NAMES)
             if not res.ok:
                 tb = (res.traceback or "").strip().splitlines()[-3:]
                 detail = f" | {' / '.join(tb)}" if tb else ""

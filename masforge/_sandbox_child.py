@@ -1,19 +1,23 @@
-"""Bootstrap of a sandbox child process (see `masforge.sandbox`).
+"""Bootstrap of a sandbox child process (see `masforge.sandbox` and `masforge.isolation`).
 
-This file is run as a script by a fresh interpreter (``python -S -P -s _sandbox_child.py CHAN REPLY JOB``);
-it is never imported by the parent. It imports only the standard library, so the child starts fast and
-shares nothing with the parent.
+This file is run as a script by a fresh interpreter
+(``python -S -P -s _sandbox_child.py CHAN REPLY JOB LIFELINE``, all four file descriptors), usually
+inside the namespaces of `masforge.isolation`; it is never imported by the parent. It imports only
+the standard library, so the child starts fast and shares nothing with the parent.
 
 Steps, in order:
 
-1. read the job (JSON file written by the parent into the private directory) and delete it;
-2. set resource limits (address space, CPU, file size, processes, core dumps, open files);
-3. when the parent asks for it (parent runs as root), drop to the sandbox uid/gid. Directories on
-   ``sys.path`` that this uid cannot reach (e.g. a Python installed under ``/root``) stay importable
-   through directory descriptors opened before the drop (``/proc/self/fd/N`` paths);
-4. compile the code, install the audit hook, run the code as module ``__sandbox__`` (and the entry
+1. read the job (JSON, from an in-memory file the parent filled);
+2. when the parent asks for it (parent runs as root), drop to the run's uid/gid for good. Directories
+   on ``sys.path`` that this uid cannot reach (e.g. a Python installed under ``/root``) stay
+   importable through directory descriptors opened before the drop (``/proc/self/fd/N`` paths);
+3. create the private run directory (unless the parent did) and write the job's files into it, as
+   that uid;
+4. set resource limits (address space, CPU, file size, processes, core dumps, open files) and start
+   the lifeline thread (kills the run when the parent dies);
+5. compile the code, install the audit hook, run the code as module ``__sandbox__`` (and the entry
    function, if any);
-5. report one JSON result line on the channel, kill every other process of the sandbox uid (only
+6. report one JSON result line on the channel, kill every other process of the sandbox uid (only
    when that uid is exclusive to this run) and ``os._exit``.
 
 Protocol on the channel (JSON lines, child -> parent on CHAN, parent -> child on REPLY):
@@ -51,6 +55,8 @@ _MAX_TRACEBACK_CHARS = 6000
 _MAX_ERROR_CHARS = 500
 _EXCLUSIVE_UID_MIN = 1_000_000  # never kill(-1) as a uid below this (could be a real user)
 _ALLOWED_WRITE_PATHS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+_EXIT_FATAL = 70
+_EXIT_PARENT_GONE = 75
 
 
 class SandboxBlocked(PermissionError):
@@ -207,45 +213,41 @@ def _setup_paths(tmp: str) -> None:
 # the audit hook
 
 
-def _make_audit_hook(tmp: str, network: bool, state: dict[str, bool]) -> Callable[[str, tuple], None]:
-    """The defense-in-depth hook: no processes, no network, no writes outside ``tmp``, no ctypes."""
-    realpath = os.path.realpath
-    fsdecode = os.fsdecode
-    fspath = os.fspath
-    dirname = os.path.dirname
-    basename = os.path.basename
-    getpid = os.getpid
-    getpgid = os.getpgid
+def _make_audit_hook(tmp: str, network: bool, exclusive_uid: bool) -> Callable[[str, tuple], None]:
+    """The defense-in-depth hook: no processes, no network, no writes outside ``tmp``, no ctypes.
+
+    Everything it uses is bound here, before any untrusted code runs, and is immutable or a C function:
+    the hook has no switch, reads no module global, no builtin by name and no ``os.path`` function
+    (which the code could patch), calls no helper function of its own (its frame, which a traceback of
+    a blocked call exposes, holds nothing that changes its decisions) and only looks at exact
+    ``str``/``int`` copies of the arguments. Walking frames or rebinding globals and builtins therefore
+    does not turn it off. It is still not a security boundary (PEP 578): the OS layers are.
+    """
+    _type, _issubclass, _range, _int = type, issubclass, range, int
+    _str, _bytes = str, bytes
+    str_copy, every = str.__getitem__, slice(None)  # exact str copy of a str subclass
+    decode = bytes.decode
+    int_copy = int.__add__
+    lstat, readlink, getcwd, fspath = os.lstat, os.readlink, os.getcwd, os.fspath
+    getpid, getpgid = os.getpid, os.getpgid
+    blocked_error, blocked_import_error = SandboxBlocked, SandboxBlockedImport
+    s_ifmt, s_iflnk = 0o170000, 0o120000
+    allowed_write_paths = _ALLOWED_WRITE_PATHS
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    tmp_prefix = tmp.rstrip(os.sep) + os.sep
-    process_events = frozenset(
-        {
-            "subprocess.Popen",
-            "os.system",
-            "os.exec",
-            "os.spawn",
-            "os.posix_spawn",
-            "os.posix_spawnp",
-            "os.fork",
-            "os.forkpty",
-            "pty.spawn",
-        }
-    )
-    network_events = frozenset(
-        {
-            "socket.connect",
-            "socket.bind",
-            "socket.getaddrinfo",
-            "socket.gethostbyname",
-            "socket.gethostbyaddr",
-            "socket.getnameinfo",
-            "socket.sendto",
-            "socket.sendmsg",
-        }
-    )
-    blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess"})
+    tmp_prefix = tmp.rstrip("/") + "/"
+    only_tmp = "only the sandbox directory is writable"
+    process_events = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
+                                "os.posix_spawnp", "os.fork", "os.forkpty", "pty.spawn"})
+    network_events = frozenset({"socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
+                                "socket.gethostbyaddr", "socket.getnameinfo", "socket.sendto", "socket.sendmsg"})
+    # modules that call C directly, load native code or create interpreters without this hook
+    blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_xxsubinterpreters",
+                                 "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testmultiphase"})
+    # object introspection that could reach the hook's own function object (and its closure cells)
+    introspection_events = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                                      "cpython.PyInterpreterState_New", "ctypes.dlopen"})
     # event -> (index of path argument(s), index of dir_fd argument or None, follow the final symlink)
-    path_events: dict[str, tuple[tuple[int, ...], int | None, bool]] = {
+    path_events = types.MappingProxyType({
         "os.remove": ((0,), 1, False),
         "os.rmdir": ((0,), 1, False),
         "os.mkdir": ((0,), 2, False),
@@ -259,97 +261,131 @@ def _make_audit_hook(tmp: str, network: bool, state: dict[str, bool]) -> Callabl
         "os.setxattr": ((0,), None, True),
         "os.removexattr": ((0,), None, True),
         "shutil.rmtree": ((0,), 1, False),
-    }
-    watched = (
-        process_events
-        | network_events
-        | frozenset(path_events)
-        | {
-            "open",
-            "import",
-            "ctypes.dlopen",
-            "os.kill",
-            "os.killpg",
-            "resource.prlimit",
-            "sqlite3.connect",
-        }
-    )
-
-    def block(what: str, why: str) -> None:
-        raise SandboxBlocked(f"blocked by the sandbox: {what} ({why})")
-
-    def inside(path: Any, follow: bool) -> bool:
-        text = fsdecode(fspath(path))
-        if text in _ALLOWED_WRITE_PATHS:
-            return True
-        if follow:
-            resolved = realpath(text)
-        else:
-            resolved = os.path.join(realpath(dirname(text) or "."), basename(text))
-        return resolved == tmp or resolved.startswith(tmp_prefix)
-
-    def other_process_file(text: str) -> bool:
-        """``/proc/<pid>/...`` of another process (e.g. the parent's environ)."""
-        normalized = realpath(text)
-        if not normalized.startswith("/proc/"):
-            return False
-        first = normalized[6:].split("/", 1)[0]
-        if first in ("self", "thread-self"):
-            return False
-        return first.isdigit() and int(first) != getpid()
+    })
+    watched = (process_events | network_events | introspection_events | frozenset(path_events)
+               | frozenset({"open", "import", "os.kill", "os.killpg", "resource.prlimit", "sqlite3.connect"}))
 
     def hook(event: str, args: tuple) -> None:
-        if event not in watched or state.get("off"):
+        if event not in watched:
             return
+        # paths to check: (argument, follow the final symlink, True: must be inside tmp / False: /proc rule)
+        todo: list = []
+        relative_to_fd = False
         if event == "open":
             path, mode, flags = args
-            if isinstance(path, int):
-                return
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
-                (flags or 0) & write_flags
-            )
-            if writing and not inside(path, True):
-                block(f"writing {fsdecode(fspath(path))!r}", "only the sandbox directory is writable")
-            text = fsdecode(fspath(path))
-            if ("proc" in text or not text.startswith("/")) and other_process_file(text):
-                block(f"opening {text!r}", "other processes' /proc files are off limits")
+            writing = False
+            if _issubclass(_type(mode), _str):
+                mode = str_copy(mode, every)
+                writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode
+            if _issubclass(_type(flags), _int) and int_copy(flags, 0) & write_flags:
+                writing = True
+            if writing:
+                todo.append((path, True, True))
+            todo.append((path, True, False))
         elif event == "import":
-            if args[0] in blocked_imports:
-                raise SandboxBlockedImport(f"blocked by the sandbox: import {args[0]} (not allowed)")
+            name = args[0]
+            if _issubclass(_type(name), _str) and str_copy(name, every) in blocked_imports:
+                raise blocked_import_error(f"blocked by the sandbox: import {str_copy(name, every)} (not allowed)")
+            return
         elif event in process_events:
-            block(event, "starting processes is not allowed")
+            raise blocked_error(f"blocked by the sandbox: {event} (starting processes is not allowed)")
         elif event in network_events:
             if not network:
-                block(event, "network access is not allowed")
+                raise blocked_error(f"blocked by the sandbox: {event} (network access is not allowed)")
+            return
+        elif event in introspection_events:
+            raise blocked_error(f"blocked by the sandbox: {event} (not allowed in the sandbox)")
         elif event == "sqlite3.connect":
-            database = args[0]
-            if isinstance(database, (str, bytes)) and fsdecode(database) in ("", ":memory:"):
-                return
-            if not inside(database, True):
-                block(f"sqlite3.connect({database!r})", "only the sandbox directory is writable")
-        elif event == "ctypes.dlopen":
-            block(event, "loading native libraries is not allowed")
+            todo.append((args[0], True, True))
         elif event == "os.kill":
-            if args[0] not in (0, getpid()):
-                block(f"os.kill({args[0]})", "signalling other processes is not allowed")
+            pid = int_copy(args[0], 0)
+            if pid != 0 and pid != getpid() and not (pid == -1 and exclusive_uid):
+                raise blocked_error(f"blocked by the sandbox: os.kill({pid}) (signalling other processes "
+                                    "is not allowed)")
+            return
         elif event == "os.killpg":
-            if args[0] not in (0, getpgid(0)):
-                block(f"os.killpg({args[0]})", "signalling other processes is not allowed")
+            pgid = int_copy(args[0], 0)
+            if pgid != 0 and pgid != getpgid(0):
+                raise blocked_error(f"blocked by the sandbox: os.killpg({pgid}) (signalling other processes "
+                                    "is not allowed)")
+            return
         elif event == "resource.prlimit":
-            if args[0] not in (0, getpid()):
-                block(f"resource.prlimit({args[0]})", "changing other processes is not allowed")
+            pid = int_copy(args[0], 0)
+            if pid != 0 and pid != getpid():
+                raise blocked_error(f"blocked by the sandbox: resource.prlimit({pid}) (changing other "
+                                    "processes is not allowed)")
+            return
         else:
             indexes, dir_fd_index, follow = path_events[event]
             dir_fd = args[dir_fd_index] if dir_fd_index is not None else None
+            relative_to_fd = dir_fd is not None and dir_fd != -1
             for i in indexes:
-                path = args[i]
-                if isinstance(path, int):
+                todo.append((args[i], follow, True))
+        for obj, follow_last, must_be_inside in todo:
+            text = None
+            for _ in _range(3):  # a path-like object's __fspath__ returns str or bytes
+                kind = _type(obj)
+                if kind is _str:
+                    text = obj
+                elif _issubclass(kind, _str):
+                    text = str_copy(obj, every)
+                elif _issubclass(kind, _bytes):
+                    text = decode(obj, "utf-8", "surrogateescape")
+                elif not _issubclass(kind, _int):
+                    obj = fspath(obj)
                     continue
-                text = fsdecode(fspath(path))
-                if dir_fd not in (None, -1) and not os.path.isabs(text):
-                    block(f"{event} relative to a dir_fd", "only the sandbox directory is writable")
-                if not inside(text, follow):
-                    block(f"{event} {text!r}", "only the sandbox directory is writable")
+                break
+            if text is None:  # a file descriptor
+                continue
+            shown = text
+            if relative_to_fd and not text.startswith("/"):
+                raise blocked_error(f"blocked by the sandbox: {event} relative to a dir_fd ({only_tmp})")
+            if must_be_inside:
+                if text in allowed_write_paths or (event == "sqlite3.connect" and text in ("", ":memory:")):
+                    continue
+            elif "proc" not in text and text.startswith("/"):
+                continue
+            # resolve like realpath: absolute, every symlink followed (the final one if follow_last)
+            if not text.startswith("/"):
+                text = getcwd() + "/" + text
+            pending = text.split("/")[::-1]
+            parts: list = []
+            hops = 0
+            while pending:
+                name = pending.pop()
+                if name == "" or name == ".":
+                    continue
+                if name == "..":
+                    if parts:
+                        parts.pop()
+                    continue
+                parts.append(name)
+                if not pending and not follow_last:
+                    break
+                try:
+                    if lstat("/" + "/".join(parts)).st_mode & s_ifmt != s_iflnk:
+                        continue
+                    target = readlink("/" + "/".join(parts))
+                except (OSError, ValueError):
+                    continue
+                hops += 1
+                if hops > 40:  # the kernel gives up here too (ELOOP); never call such a path inside
+                    parts = ["\0symlink-loop"]
+                    break
+                parts.pop()
+                if target.startswith("/"):
+                    parts = []
+                pending += target.split("/")[::-1]
+            resolved = "/" + "/".join(parts)
+            if must_be_inside:
+                if resolved + "/" != tmp_prefix and not resolved.startswith(tmp_prefix):
+                    what = f"writing {shown!r}" if event == "open" else f"{event} {shown!r}"
+                    raise blocked_error(f"blocked by the sandbox: {what} ({only_tmp})")
+            elif resolved.startswith("/proc/"):
+                first = resolved[6:].split("/", 1)[0]
+                if first.isdigit() and _int(first) != getpid():
+                    raise blocked_error(f"blocked by the sandbox: opening {shown!r} (other processes' /proc files "
+                                        "are off limits)")
 
     return hook
 
@@ -421,7 +457,7 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _run(job: dict[str, Any], channel: _Channel, state: dict[str, bool]) -> dict[str, Any]:
+def _run(job: dict[str, Any], channel: _Channel) -> dict[str, Any]:
     """Compile and run the code; return the result message."""
     code: str = job["code"]
     entry: str | None = job["entry"]
@@ -445,7 +481,7 @@ def _run(job: dict[str, Any], channel: _Channel, state: dict[str, bool]) -> dict
         }
     _SOURCE.append(code)
     reserve: bytearray | None = bytearray(4 << 20)  # freed on MemoryError so reporting still works
-    sys.addaudithook(_make_audit_hook(job["tmp"], job["network"], state))
+    sys.addaudithook(_make_audit_hook(job["tmp"], job["network"], _exclusive_uid(job)))
     try:
         exec(compiled, namespace)
         value = None
@@ -504,30 +540,89 @@ def _flush_std_streams() -> None:
             pass
 
 
-def main() -> None:
-    """Entry point: ``_sandbox_child.py CHAN_FD REPLY_FD JOB_PATH``."""
-    chan_fd, reply_fd, job_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    channel = _Channel(chan_fd, reply_fd)
-    state: dict[str, bool] = {}
+def _exclusive_uid(job: dict[str, Any]) -> bool:
+    """The run has a uid of its own (so ``kill(-1)`` reaches only the run's processes)."""
+    uid = os.getuid()
+    return bool(job.get("exclusive_uid")) and uid == job["uid"] and uid >= _EXCLUSIVE_UID_MIN
+
+
+def _read_job(fd: int) -> dict[str, Any]:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
+def _make_run_dir(tmp: str, files: dict[str, str]) -> None:
+    """Create the private directory (if the parent did not) and write the given files into it."""
+    os.makedirs(tmp, mode=0o700, exist_ok=True)
+    for name, text in files.items():
+        path = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def _start_lifeline(fd: int, exclusive_uid: bool) -> None:
+    """Kill the run when the parent dies: the parent alone holds the write end of pipe ``fd``.
+
+    Reading gives EOF (or an error) only once that end is closed, i.e. the parent exited or was killed
+    (a normal run ends with this process exiting first). Then every process of the run goes (all of
+    the run's uid, else the process group) and this process exits; as the first process of a PID
+    namespace, its exit ends the namespace as well.
+    """
+    read, kill, killpg, exit_now, sigkill = os.read, os.kill, os.killpg, os._exit, signal.SIGKILL
+
+    def watch() -> None:
+        try:
+            while read(fd, 1):
+                pass
+        except BaseException:  # closed under us: the same as the parent being gone
+            pass
+        try:
+            if exclusive_uid:
+                kill(-1, sigkill)
+            else:
+                killpg(0, sigkill)
+        finally:
+            exit_now(_EXIT_PARENT_GONE)
+
+    previous = _thread.stack_size(256 * 1024)  # the address-space limit counts thread stacks
     try:
-        with open(job_path, encoding="utf-8") as fh:
-            job = json.load(fh)
-        os.unlink(job_path)
-        _apply_limits(job["limits"])
+        _thread.start_new_thread(watch, ())
+    finally:
+        _thread.stack_size(previous)
+
+
+def main() -> None:
+    """Entry point: ``_sandbox_child.py CHAN_FD REPLY_FD JOB_FD LIFELINE_FD``."""
+    chan_fd, reply_fd, job_fd, life_fd = (int(a) for a in sys.argv[1:5])
+    channel = _Channel(chan_fd, reply_fd)
+    job: dict[str, Any] = {}
+    try:
+        job = _read_job(job_fd)
         _setup_paths(job["tmp"])
         if job["uid"] is not None:
             _drop_privileges(job["uid"], job["gid"])
+        _make_run_dir(job["tmp"], job["files"])
         os.chdir(job["tmp"])
+        os.environ.pop("PWD", None)  # set by bubblewrap (to "/"): the environment is the parent's allow-list
+        _apply_limits(job["limits"])
+        _start_lifeline(life_fd, _exclusive_uid(job))
         if hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(line_buffering=True)
         # the bootstrap's own fork_exec handle is gone: subprocess goes through the hook or fails
         _posixsubprocess.fork_exec = None
     except BaseException as exc:
         channel.send({"type": "fatal", "error": _error_line(exc)})
-        os._exit(70)
+        os._exit(_EXIT_FATAL)
     channel.send({"type": "started"})
     try:
-        result = _run(job, channel, state)
+        result = _run(job, channel)
         _flush_std_streams()
         try:
             channel.send(result)
@@ -543,9 +638,7 @@ def main() -> None:
             pass
     finally:
         _flush_std_streams()
-        state["off"] = True
-        uid = os.getuid()
-        if job.get("exclusive_uid") and uid == job["uid"] and uid >= _EXCLUSIVE_UID_MIN:
+        if _exclusive_uid(job):
             try:
                 os.kill(-1, signal.SIGKILL)  # every other process of this run's private uid
             except OSError:

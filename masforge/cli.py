@@ -221,7 +221,7 @@ def resolve_task(name: str, data_dir: Path | None = None) -> object:
     from masforge.evaluators.tasks import Task, get_task
 
     if name.endswith(".jsonl"):
-        return Task.from_jsonl(name, input="question", target="answer", metric="exact")
+        return Task.from_jsonl(name, input="question", target="answer", metric="exact_match")
     return get_task(name, data_dir=data_dir)
 
 

@@ -6,19 +6,45 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/_sandbox_child.py`` in a new private directory. The bootstrap sets the limits, drops
-privileges, installs an audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
-function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks
-do not run (as in the official HumanEval harness: a solution's demo code or ``input()`` cannot
-break its tests, an entry call does not run demo code); ``sys.modules["__main__"]`` is aliased to it.
-The child's result and its RPC requests travel as JSON lines over a dedicated pipe pair
-(passed with ``pass_fds``), separate from the captured stdout/stderr. The parent serves RPC requests
-with the caller's handler and watches the wall clock; time spent serving RPC does not count.
+``masforge/_sandbox_child.py`` inside the OS layers of `masforge.isolation` (bubblewrap namespaces
+where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
+private run directory, sets the limits, installs an audit hook and runs the code as module
+``__sandbox__`` (then the ``entry`` function, if given). The module is not named ``__main__``, so
+``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a solution's
+demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
+``sys.modules["__main__"]`` is aliased to it. The child's result and its RPC requests travel as JSON
+lines over a dedicated pipe pair (passed with ``pass_fds``), separate from the captured stdout/stderr.
+The parent serves RPC requests with the caller's handler and watches the wall clock; time spent
+serving RPC does not count, except for ``timed_rpc_names`` (tools), which run in a thread while the
+clock runs.
 
-Enforced (Linux):
+Enforced (Linux), first the OS layers (see `masforge.isolation` for which hold on this machine; a
+missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``):
 
-* **Private directory**: a fresh temporary directory is the working directory, ``HOME`` and
-  ``TMPDIR``; it is removed afterwards. ``files`` are written into it before the code runs.
+* **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
+  it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
+  for ``unshare`` and plain processes, the *lifeline*: a pipe only the parent writes to; its EOF makes
+  the bootstrap kill the run). Its own network namespace (no network at all, not even
+  ``127.0.0.1``, unless ``limits.network``), IPC and UTS namespaces.
+* **File system** (bubblewrap): a read-only view of the system directories, the Python installation
+  and the bootstrap only (no project folder, no home directories); private ``/tmp`` (``disk_mb``)
+  and ``/dev/shm`` tmpfs; ``/proc`` of the namespace only. The run directory is a fresh folder in
+  that ``/tmp``: nothing a run writes is visible to another run or survives it.
+* **Unprivileged uid (when the parent is root)**: each run gets its *own* uid (``1_500_000_000 +
+  slot``, slots claimed with ``flock``, so exclusive across processes), not the shared ``nobody``:
+  concurrent sandboxes cannot signal or read each other, and ``max_processes`` is per run. A uid is
+  never handed out while a process of it lives: the bootstrap kills its uid's other processes before
+  exiting, the parent sweeps the uid after an abnormal end (always, without a PID namespace), a slot
+  whose holder died mid-run is swept before reuse and the first use in a process sweeps all free
+  slots. When the parent is not root the uid is kept (``RLIMIT_NPROC`` then counts all processes of
+  that user). Directories of ``sys.path`` the uid cannot reach stay importable read-only through
+  directory fds opened before the drop.
+* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
+  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
+  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
+  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
+  Printing far more than ``max_output_bytes`` (64 MB or 4x, whichever is more) kills the run.
+* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL.
 * **Scrubbed environment**: built from an allow-list, not filtered: ``PATH`` (fixed system value),
   ``LANG=C.UTF-8``, ``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR``. No API keys or tokens reach the
   child. (``-E`` is not used so that ``PYTHONHASHSEED`` takes effect; the environment holds no other
@@ -27,68 +53,40 @@ Enforced (Linux):
   install is importable by default), ``-P`` (the bootstrap's directory is not on ``sys.path``),
   ``-s`` (no user site). ``sys.path`` is the private directory, the stdlib and the interpreter's
   site-packages (plain directory only, ``.pth`` files are not processed). Parent fds are closed.
-* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL,
-  and when the child exits any remaining group member gets SIGKILL too.
-* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
-  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
-  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
-  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
-* **Unprivileged uid (when the parent is root)**: root ignores ``RLIMIT_NPROC`` and file
-  permissions, so the child drops to an unprivileged uid/gid before running the code. Each run gets
-  its *own* uid (``1_500_000_000 + slot``, slots claimed with ``flock`` on lock files, so also
-  exclusive across processes) rather than the shared ``nobody``: concurrent sandboxes then cannot
-  signal, ``prlimit`` or read each other, and ``max_processes`` is per run instead of a quota shared
-  by all concurrent runs. The private directory is owned by that uid (mode 0700). Because the uid
-  is exclusive, the bootstrap kills every other process of its uid before exiting, and after an
-  abnormal end (timeout, signal, no result) the parent finds that uid's processes in ``/proc`` and
-  kills them, so even processes that escaped the process group die. When the parent is not root
-  the uid is kept (``RLIMIT_NPROC`` then counts all processes of that user, and files readable by
-  that user are readable by the code).
-  Directories of ``sys.path`` that the unprivileged uid cannot reach (e.g. a Python under
-  ``/root``) stay importable read-only through directory fds opened before the drop.
-* **No network**: when ``unshare`` can create a network namespace (probed once and cached:
-  ``unshare --net true`` as root, ``unshare --net --map-root-user true`` otherwise), the child runs
-  in a fresh one (loopback down: no network at all, not even ``127.0.0.1``). Unless
-  ``limits.network`` is true, of course.
-* **Audit hook** (defense in depth, always installed after the bootstrap's own imports and before
-  the code runs): raises ``PermissionError`` on ``socket.connect/bind/getaddrinfo/gethostbyname/
-  gethostbyaddr/getnameinfo/sendto/sendmsg`` (unless ``limits.network``), ``subprocess.Popen``,
-  ``os.system``, ``os.exec*``, ``os.spawn*``, ``os.posix_spawn*``, ``os.fork``, ``os.forkpty``,
-  ``pty.spawn``, ``ctypes.dlopen``, signalling or ``prlimit``-ing other processes, opening a file for
-  writing and ``remove/rename/mkdir/rmdir/chmod/chown/utime/truncate/link/symlink/xattr`` outside the
-  private directory (``/dev/null``, ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite
-  database file outside it, opening
-  ``/proc/<pid>/...`` of another process (e.g. the parent's ``environ``). Importing ``ctypes`` (or
-  re-importing ``_posixsubprocess``) raises ``ImportError``; the bootstrap's own
-  ``_posixsubprocess.fork_exec`` is removed. These are reported with ``error_kind="blocked"``.
+* **Audit hook** (a second layer only, installed after the bootstrap's own imports and before the
+  code runs): raises ``PermissionError`` on network calls (unless ``limits.network``), starting
+  processes (``subprocess``, ``os.system/exec*/spawn*/posix_spawn*/fork/forkpty``, ``pty.spawn``),
+  ``ctypes.dlopen``, ``gc.get_objects/get_referrers/get_referents``, new interpreters, signalling or
+  ``prlimit``-ing other processes, opening a file for writing and ``remove/rename/mkdir/rmdir/chmod/
+  chown/utime/truncate/link/symlink/xattr`` outside the private directory (``/dev/null``,
+  ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite database file outside it, opening
+  ``/proc/<pid>/...`` of another process. Importing ``ctypes``, ``_posixsubprocess`` or the
+  sub-interpreter and test C-API modules raises ``ImportError``. The hook has no switch and reads no
+  global, builtin or ``os.path`` function at call time, so walking frames or patching modules does
+  not turn it off. These are reported with ``error_kind="blocked"``.
 * **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU / CPU limit -> ``"cpu"``, wall clock ->
   ``"timeout"``, blocked operation -> ``"blocked"``, ``SyntaxError`` of the code -> ``"syntax"``,
-  non-JSON return value -> ``"output"``, other exception (including ``SystemExit``, so a solution
-  cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death by another signal or exit
-  without a result -> ``"killed"``.
+  non-JSON return value or an output flood -> ``"output"``, other exception (including
+  ``SystemExit``, so a solution cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death
+  by another signal or exit without a result -> ``"killed"``.
 
 Not enforced / limits of this design:
 
-* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it (e.g. with
-  an unaudited C-level function or interpreter-memory tricks) may manage. What then still holds
-  is the process boundary, the unprivileged uid, the rlimits, the network namespace and the
-  scrubbed environment; without root and without ``unshare`` only the process boundary, the rlimits
-  and the environment hold.
-* Reading is not restricted: files readable by everyone (e.g. a world-readable ``.env`` in the
-  project or the source tree) are readable from the sandbox. Keep secrets in the environment or in
-  files that are not world-readable.
-* No disk quota: ``RLIMIT_FSIZE`` caps each file, not the number of files in the private directory.
-* No filesystem namespace, seccomp or cgroup: the child sees the host's filesystem (read-only for
-  it where permissions say so), ``/proc`` and the host's pids. ``RLIMIT_AS`` limits address space,
-  not resident memory of the machine as a whole.
+* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it can (e.g. a
+  path object whose ``__fspath__`` answers differently to the hook and to ``open``; unaudited C-level
+  calls such as ``os.mkfifo`` or ``os.open(..., dir_fd=...)``). What then holds are the OS layers:
+  with bubblewrap such writes land in the run's private ``/tmp`` or fail on the read-only view;
+  without it, the uid's permissions decide (world-writable host directories such as ``/tmp`` are
+  then writable: the start-up line says so).
+* Without bubblewrap, reading is not restricted beyond permissions: files readable by the sandbox
+  uid (everyone's, when root; the user's own, when not root) are readable.
+* Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
+* No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
+  the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
 * The child's result is reported by the child: code that deliberately forges the protocol (writing
-  to the channel fd itself) can fake its own result. The sandbox protects the host, not the
-  integrity of a score against adversarial code.
-* ``os.open(..., dir_fd=...)`` is audited without its ``dir_fd``, and some C-level file creation is
-  not audited at all (``os.mkfifo``, ``os.mknod``, some extension modules): such writes are limited
-  by file permissions only (with root: the unprivileged uid can still create entries in
-  world-writable directories such as ``/tmp``).
-* POSIX/Linux only (``pidfd_open``, ``unshare``, rlimits).
+  to the channel fd itself, or rewriting the bootstrap's frames) can fake its own result. The sandbox
+  protects the host, not the integrity of a score against adversarial code.
+* POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
 
 Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and
 ``exec`` and is documented as unsafe in a multi-threaded parent (possible deadlock), and evaluations
@@ -99,10 +97,11 @@ forked child.
 
 from __future__ import annotations
 
-import fcntl
+import contextvars
 import json
 import math
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -117,23 +116,21 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
+from masforge.isolation import CHILD_SCRIPT, SAFE_PATH, Isolation, _kill_uid, _UidLease, isolation, sandbox_status
 
-__all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "run_python", "run_tests"]
+__all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_available", "run_python",
+           "run_tests", "sandbox_status"]
 
 RpcHandler = Callable[[str, dict[str, Any]], Any]
 """``(method, {"args": [...], "kwargs": {...}}) -> JSON-able result``; raising sends the error back
 to the child, where it is raised as ``RuntimeError("<ExceptionType>: <message>")``."""
 
-_CHILD_SCRIPT = str(Path(__file__).resolve().with_name("_sandbox_child.py"))
-_JOB_FILE = ".masforge-sandbox-job.json"
-_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MAX_OPEN_FILES = 256
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_OUTPUT_KILL_BYTES = 64 * 1024 * 1024
+"""Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
 _DRAIN_GRACE_S = 2.0
 _READ_CHUNK = 65536
-_UID_BASE = 1_500_000_000
-_UID_SLOTS = 65536
-_EXIT_FATAL = 70
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,9 @@ class SandboxLimits:
     max_processes: int = 32
     """Processes and threads of the sandbox uid (RLIMIT_NPROC); per run when the parent is root."""
     max_output_bytes: int = 1_000_000
-    """Captured stdout and stderr (each) are truncated beyond this."""
+    """Captured stdout and stderr (each) are truncated beyond this; far beyond it the run is killed."""
+    disk_mb: int = 256
+    """Size of the private /tmp that holds the run directory (with bubblewrap; else no disk quota)."""
     network: bool = False
     """Allow network access (no network namespace, the audit hook lets sockets through)."""
 
@@ -163,7 +162,7 @@ class SandboxLimits:
         """Raise ValueError for a limit that cannot work."""
         if not self.timeout_s > 0:
             raise ValueError(f"SandboxLimits.timeout_s must be > 0, got {self.timeout_s!r}")
-        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes"):
+        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes", "disk_mb"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
@@ -192,85 +191,9 @@ class SandboxResult:
     rpc_calls: int
 
 
-# --------------------------------------------------------------------------------------------------
-# one-time probes and per-run uid leases
-
-
-_probe_lock = threading.Lock()
-_netns_prefix: list[str] | None = None
-
-
-def _netns_command() -> list[str]:
-    """The ``unshare`` prefix that puts the child in a fresh network namespace, or [] (cached)."""
-    global _netns_prefix
-    with _probe_lock:
-        if _netns_prefix is None:
-            _netns_prefix = _probe_netns()
-        return _netns_prefix
-
-
-def _probe_netns() -> list[str]:
-    exe = shutil.which("unshare")
-    true = shutil.which("true")
-    if exe is None or true is None:
-        return []
-    prefix = [exe, "--net"] if os.geteuid() == 0 else [exe, "--net", "--map-root-user"]
-    try:
-        probe = subprocess.run(
-            [*prefix, "--", true],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={"PATH": _SAFE_PATH},
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return prefix if probe.returncode == 0 else []
-
-
 def network_namespace_available() -> bool:
     """Whether sandboxed code runs in its own network namespace (no network at all)."""
-    return bool(_netns_command())
-
-
-def _uid_lock_dir() -> str:
-    base = next((d for d in ("/run/lock", "/var/lock") if os.path.isdir(d)), tempfile.gettempdir())
-    path = os.path.join(base, "masforge-sandbox-uids")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != 0 or st.st_mode & 0o077:
-        raise SandboxError(f"{path} is not a root-owned private directory; remove it and retry")
-    return path
-
-
-class _UidLease:
-    """An unprivileged uid/gid used by exactly one sandbox run at a time (flock on a lock file)."""
-
-    def __init__(self) -> None:
-        directory = _uid_lock_dir()
-        for slot in range(_UID_SLOTS):
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(os.path.join(directory, str(slot)), flags, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            self.uid = self.gid = _UID_BASE + slot
-            self._fd: int | None = fd
-            return
-        raise SandboxError("no free sandbox uid: too many concurrent sandbox runs")
-
-    def release(self) -> None:
-        """Give the uid back (closing the fd drops the lock)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    return isolation().pid_namespace
 
 
 # --------------------------------------------------------------------------------------------------
@@ -309,6 +232,8 @@ class _Supervisor:
         limits: SandboxLimits,
         rpc: RpcHandler | None,
         rpc_names: frozenset[str],
+        timed_names: frozenset[str],
+        iso: Isolation,
     ) -> None:
         self.proc = proc
         self.pgid = proc.pid  # start_new_session: the child leads its own group
@@ -317,6 +242,10 @@ class _Supervisor:
         self.limits = limits
         self.rpc = rpc
         self.rpc_names = rpc_names
+        self.timed_names = timed_names
+        self.iso = iso
+        self.output_kill_bytes = max(_OUTPUT_KILL_BYTES, 4 * limits.max_output_bytes)
+        self.output_exceeded = False
         self.stdout = _Capture(limits.max_output_bytes)
         self.stderr = _Capture(limits.max_output_bytes)
         self.result: dict[str, Any] | None = None
@@ -333,6 +262,10 @@ class _Supervisor:
         self._reply_buf = bytearray()
         self._sel = selectors.DefaultSelector()
         self._pidfd: int | None = None
+        # a timed RPC (e.g. a tool) runs in a thread while the clock runs; it wakes the loop via a pipe
+        self._timed_lock = threading.Lock()
+        self._timed_outcome: tuple[bool, Any] | None = None
+        self._wake_r, self._wake_w = os.pipe()
 
     # -- process control --------------------------------------------------------------------------
 
@@ -378,6 +311,8 @@ class _Supervisor:
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ, "stream")
         sel.register(self.chan_r, selectors.EVENT_READ, "chan")
+        os.set_blocking(self._wake_r, False)
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
             self._pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
@@ -424,6 +359,8 @@ class _Supervisor:
                         open_inputs -= 1
                 elif kind == "reply":
                     self._flush_replies()
+                elif kind == "wake":
+                    self._finish_timed_rpc()
 
     def _on_exit(self) -> None:
         self.exited = True
@@ -438,6 +375,9 @@ class _Supervisor:
             self._sel.unregister(fd)
             return False
         capture.add(chunk)
+        if capture.dropped + len(capture.data) > self.output_kill_bytes and not self.output_exceeded:
+            self.output_exceeded = True  # draining gigabytes costs the parent CPU: stop the source
+            self.kill_group()
         return True
 
     def _read_channel(self) -> tuple[float, bool]:
@@ -486,28 +426,72 @@ class _Supervisor:
         return 0.0
 
     def _serve_rpc(self, message: dict[str, Any]) -> float:
+        """Answer one RPC request; return the time that does not count against the wall clock."""
         self.rpc_calls += 1
-        start = time.monotonic()
         method = message.get("method")
         args = message.get("args")
         kwargs = message.get("kwargs")
+        if self.rpc is None or method not in self.rpc_names:
+            self._send_reply(_error_reply(LookupError(f"unknown RPC method {method!r}")))
+            return 0.0
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            self._send_reply(_error_reply(TypeError("malformed RPC request")))
+            return 0.0
+        payload = {"args": args, "kwargs": kwargs}
+        if method in self.timed_names:
+            self._start_timed_rpc(self.rpc, method, payload)
+            return 0.0
+        start = time.monotonic()
         try:
-            if self.rpc is None or method not in self.rpc_names:
-                raise LookupError(f"unknown RPC method {method!r}")
-            if not isinstance(args, list) or not isinstance(kwargs, dict):
-                raise TypeError("malformed RPC request")
-            result = self.rpc(method, {"args": args, "kwargs": kwargs})
-            reply = json.dumps({"ok": True, "result": result})
+            result = self.rpc(method, payload)
         except BudgetExceeded:
             self.kill_group()  # a budget is a hard stop for the whole evaluation, not an RPC error
             raise
         except Exception as exc:
-            text = str(exc)
-            error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-            reply = json.dumps({"ok": False, "error": error})
+            self._send_reply(_error_reply(exc))
+        else:
+            self._send_reply(_ok_reply(result))
+        return time.monotonic() - start
+
+    def _start_timed_rpc(self, rpc: RpcHandler, method: str, payload: dict[str, Any]) -> None:
+        """Serve ``method`` in a thread while the loop keeps the clock (and may kill the child)."""
+
+        def work() -> None:
+            try:
+                outcome: tuple[bool, Any] = (True, rpc(method, payload))
+            except BaseException as exc:  # handed to the loop, which decides
+                outcome = (False, exc)
+            with self._timed_lock:
+                self._timed_outcome = outcome
+                if self._wake_w >= 0:
+                    os.write(self._wake_w, b"x")
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name=f"masforge-sandbox-{method}", daemon=True).start()
+
+    def _finish_timed_rpc(self) -> None:
+        try:
+            os.read(self._wake_r, 64)
+        except BlockingIOError:
+            pass
+        with self._timed_lock:
+            outcome, self._timed_outcome = self._timed_outcome, None
+        if outcome is None or self.exited or self.timed_out:
+            return
+        ok, value = outcome
+        if ok:
+            self._send_reply(_ok_reply(value))
+        elif isinstance(value, BudgetExceeded):
+            self.kill_group()
+            raise value
+        elif isinstance(value, Exception):
+            self._send_reply(_error_reply(value))
+        else:
+            raise value  # KeyboardInterrupt and the like are not the code's failure
+
+    def _send_reply(self, reply: str) -> None:
         self._reply_buf += reply.encode("utf-8") + b"\n"
         self._flush_replies()
-        return time.monotonic() - start
 
     def _flush_replies(self) -> None:
         while self._reply_buf:
@@ -526,8 +510,13 @@ class _Supervisor:
             self._sel.unregister(self.reply_w)
 
     def close(self) -> None:
-        """Release the selector and the pidfd."""
+        """Release the selector, the pidfd and the wake-up pipe (a late timed RPC then writes nowhere)."""
         self._sel.close()
+        with self._timed_lock:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -537,6 +526,9 @@ class _Supervisor:
     def verdict(self) -> tuple[bool, Any, str | None, str | None, str | None]:
         """(ok, value, error, error_kind, traceback) from what was observed."""
         limits = self.limits
+        if self.output_exceeded:
+            mb = self.output_kill_bytes // (1024 * 1024)
+            return False, None, f"OutputLimitExceeded: printed more than {mb} MB; killed", "output", None
         if self.result is not None:
             r = self.result
             ok = bool(r.get("ok"))
@@ -553,12 +545,11 @@ class _Supervisor:
         if not self.started:
             tail = self.stderr.text().strip().splitlines()[-1:] or [f"exit status {self.returncode}"]
             raise SandboxError(f"the sandbox child failed to start: {tail[0]}")
-        code = self.returncode
         cpu_limit = limits.effective_cpu_s()
-        if code is not None and code < 0:
-            sig = -code
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and self.cpu_s_used >= cpu_limit):
-                return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
+        sig = self.iso.death_signal(self.returncode)
+        if sig == signal.SIGXCPU or self.cpu_s_used >= cpu_limit:
+            return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
+        if sig is not None:
             try:
                 name = signal.Signals(sig).name
             except ValueError:
@@ -566,8 +557,20 @@ class _Supervisor:
             return False, None, f"Killed: the sandboxed process died from {name}", "killed", None
         if "MemoryError" in self.stderr.text()[-2000:]:
             return False, None, f"MemoryError: out of memory (limit {limits.memory_mb} MB)", "memory", None
-        error = f"SystemExit: the sandboxed process exited with status {code} before reporting a result"
+        error = f"SystemExit: the sandboxed process exited with status {self.returncode} before reporting a result"
         return False, None, error, "killed", None
+
+
+def _ok_reply(result: Any) -> str:
+    try:
+        return json.dumps({"ok": True, "result": result})
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _error_reply(TypeError(f"the RPC result is not JSON-serializable: {exc}"))
+
+
+def _error_reply(exc: BaseException) -> str:
+    text = str(exc)
+    return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -581,19 +584,13 @@ def _check_json(name: str, value: Any) -> None:
         raise TypeError(f"run_python: {name} must be JSON-serializable: {exc}") from None
 
 
-def _write_files(tmp: str, files: dict[str, str], owner: tuple[int, int] | None) -> None:
-    root = Path(tmp)
+def _check_files(files: dict[str, str]) -> None:
     for name, text in files.items():
         rel = Path(name)
-        if rel.is_absolute() or not rel.parts or ".." in rel.parts or name == _JOB_FILE:
+        if not isinstance(name, str) or rel.is_absolute() or not rel.parts or ".." in rel.parts:
             raise ValueError(f"run_python: file name {name!r} must be a plain relative path")
-        target = root / rel
-        created = [p for p in reversed(target.parents) if p != root and root in p.parents and not p.exists()]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        if owner is not None:
-            for path in (*created, target):
-                os.chown(path, *owner)
+        if not isinstance(text, str):
+            raise TypeError(f"run_python: file {name!r} must be text (str), got {type(text).__name__}")
 
 
 def _remove_tree(path: str) -> None:
@@ -611,54 +608,6 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _process_uids(pid: str) -> tuple[list[int], bool]:
-    """(real/effective/saved/fs uids, is a zombie) of a process, from /proc."""
-    with open(f"/proc/{pid}/status", "rb") as fh:
-        status = fh.read()
-    uids: list[int] = []
-    zombie = False
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            uids = [int(u) for u in line.split()[1:]]
-        elif line.startswith(b"State:"):
-            zombie = b"Z" in line.split()[1:2]
-    return uids, zombie
-
-
-def _kill_uid(lease: _UidLease) -> None:
-    """SIGKILL every process running as the lease's uid (which no other run or user has).
-
-    Processes are found in /proc and signalled through a pidfd after re-checking their uid, so a
-    recycled pid is never hit. Repeats while it finds processes (a fork bomb re-spawning).
-    """
-    if lease.uid < _UID_BASE:  # never anything but a sandbox uid
-        return
-    for _ in range(20):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                uids, zombie = _process_uids(entry.name)
-                if lease.uid not in uids or zombie:
-                    continue
-                pidfd = os.pidfd_open(int(entry.name))
-            except (OSError, ValueError):
-                continue
-            try:
-                uids, _ = _process_uids(entry.name)
-                if lease.uid in uids:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                    found = True
-            except (OSError, ValueError):
-                pass
-            finally:
-                os.close(pidfd)
-        if not found:
-            return
-        time.sleep(0.005)
-
-
 def run_python(
     code: str,
     *,
@@ -668,6 +617,7 @@ def run_python(
     limits: SandboxLimits = SandboxLimits(),
     rpc: RpcHandler | None = None,
     rpc_names: Sequence[str] = (),
+    timed_rpc_names: Sequence[str] = (),
     files: dict[str, str] | None = None,
 ) -> SandboxResult:
     """Run ``code`` as a module in a fresh sandboxed process and report what happened.
@@ -679,9 +629,11 @@ def run_python(
     ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
     calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``
     and sends back its result, or its exception as ``RuntimeError("<Type>: <message>")``. Time spent
-    serving RPC does not count toward ``limits.timeout_s``. A `BudgetExceeded` raised by the handler
-    kills the child and propagates to the caller. ``files`` (relative name -> text) are written into
-    the child's private directory before the code runs.
+    serving RPC does not count toward ``limits.timeout_s``, except for the names in
+    ``timed_rpc_names`` (e.g. tools): those are served in a thread while the clock runs, so a slow one
+    ends the run as a timeout. A `BudgetExceeded` raised by the handler kills the child and propagates
+    to the caller. ``files`` (relative name -> text) are written into the child's private directory
+    before the code runs.
 
     Failures of the code are results (``ok=False`` with ``error_kind``); `SandboxError` means the
     sandbox itself could not run. Thread-safe. See the module docstring for the isolation.
@@ -694,36 +646,45 @@ def run_python(
     for name in names:
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"run_python: RPC name {name!r} is not a Python identifier")
+    timed = frozenset(timed_rpc_names)
+    if not timed <= set(names):
+        raise ValueError(f"run_python: timed_rpc_names {sorted(timed - set(names))} are not among rpc_names")
     if names and rpc is None:
         raise ValueError("run_python: rpc_names given without an rpc handler")
     if entry is not None and not entry.isidentifier():
         raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
     _check_json("args", args)
     _check_json("kwargs", kwargs)
+    _check_files(files)
     if not sys.executable:
         raise SandboxError("sys.executable is unknown: cannot start a sandbox interpreter")
+    iso = isolation()
 
     started_at = time.monotonic()
     lease: _UidLease | None = None
     tmp: str | None = None
+    host_dir = False
     proc: subprocess.Popen[bytes] | None = None
     supervisor: _Supervisor | None = None
     parent_fds: list[int] = []
     try:
-        if os.geteuid() == 0:
+        if iso.root:
             lease = _UidLease()
-        tmp = os.path.realpath(tempfile.mkdtemp(prefix="masforge-sbx-"))
-        owner = (lease.uid, lease.gid) if lease is not None else None
-        if owner is not None:
-            os.chown(tmp, *owner)
-        os.chmod(tmp, 0o700)
-        _write_files(tmp, files, owner)
+        if iso.run_dir_on_host():
+            tmp = os.path.realpath(tempfile.mkdtemp(prefix="masforge-sbx-"))
+            host_dir = True
+            if lease is not None:
+                os.chown(tmp, lease.uid, lease.gid)
+            os.chmod(tmp, 0o700)
+        else:  # created by the child in the sandbox's own /tmp (a fresh tmpfs)
+            tmp = f"/tmp/masforge-sbx-{secrets.token_hex(6)}"
         job = {
             "code": code,
             "entry": entry,
             "args": args,
             "kwargs": kwargs,
             "rpc_names": list(names),
+            "files": files,
             "tmp": tmp,
             "network": limits.network,
             "uid": lease.uid if lease is not None else None,
@@ -737,37 +698,37 @@ def run_python(
                 "max_open_files": _MAX_OPEN_FILES,
             },
         }
-        job_path = os.path.join(tmp, _JOB_FILE)
-        fd = os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(job, fh)
-
+        job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
+        parent_fds.append(job_fd)
+        os.write(job_fd, json.dumps(job).encode("utf-8"))
+        os.lseek(job_fd, 0, os.SEEK_SET)
         chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
         parent_fds += [chan_r, chan_w]
         reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
         parent_fds += [reply_r, reply_w]
-        prefix = [] if limits.network else _netns_command()
-        command = [sys.executable, "-S", "-P", "-s", _CHILD_SCRIPT, str(chan_w), str(reply_r), job_path]
-        if prefix:
-            command = [*prefix, "--", *command]
-        env = {"PATH": _SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
+        life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
+        parent_fds += [life_r, life_w]
+        child_fds = (chan_w, reply_r, job_fd, life_r)
+        inner = [sys.executable, "-S", "-P", "-s", CHILD_SCRIPT, *(str(fd) for fd in child_fds)]
+        command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
+        env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
         try:
             proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(chan_w, reply_r),
-                cwd=tmp,
+                pass_fds=child_fds,
+                cwd=tmp if host_dir else "/",
                 env=env,
                 start_new_session=True,
             )
         except OSError as exc:
-            raise SandboxError(f"cannot start the sandbox interpreter {sys.executable}: {exc}") from exc
-        for fd in (chan_w, reply_r):  # the child's ends: close ours so EOF means the child is gone
+            raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+        for fd in child_fds:  # the child's ends: close ours so EOF means the child is gone
             os.close(fd)
             parent_fds.remove(fd)
-        supervisor = _Supervisor(proc, chan_r, reply_w, limits, rpc, frozenset(names))
+        supervisor = _Supervisor(proc, chan_r, reply_w, limits, rpc, frozenset(names), timed, iso)
         supervisor.run()
         supervisor.kill_group()
         supervisor.reap()
@@ -804,10 +765,11 @@ def run_python(
         for fd in parent_fds:
             os.close(fd)
         if lease is not None:
-            if abnormal and proc is not None:
-                _kill_uid(lease)
+            # without a PID namespace nothing else guarantees that the run's processes are gone
+            if proc is not None and (abnormal or not iso.pid_namespace):
+                _kill_uid(lease.uid)
             lease.release()
-        if tmp is not None:
+        if tmp is not None and host_dir:
             _remove_tree(tmp)
 
 

@@ -1,8 +1,9 @@
 """Tools agents may call, by name. Users add their own with :func:`register_tool`.
 
 Each tool takes one string argument and returns a string (what a ReAct agent or a code genome sees).
-Built-ins: ``calculator`` (safe arithmetic, no eval) and ``python`` (runs code in the sandbox and
-returns what it printed).
+Built-ins: ``calculator`` (safe arithmetic, no eval, bounded: a huge power or product is refused before
+it is computed, so it cannot burn the caller's CPU) and ``python`` (runs code in the sandbox and returns
+what it printed).
 """
 
 from __future__ import annotations
@@ -68,11 +69,35 @@ _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+def _round(value: float, ndigits: int | None = None) -> float:
+    """round() without its slow path: ``round(5, -10**8)`` would compute ``10**(10**8)``."""
+    if ndigits is not None and abs(ndigits) > 400:
+        raise ValueError("round() to more than 400 digits")
+    return round(value, ndigits)
+
+
 _FUNCS: dict[str, Callable[..., float]] = {
-    "sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max, "log": math.log,
+    "sqrt": math.sqrt, "abs": abs, "round": _round, "min": min, "max": max, "log": math.log,
     "exp": math.exp, "floor": math.floor, "ceil": math.ceil, "sin": math.sin, "cos": math.cos,
 }
 _CONSTS = {"pi": math.pi, "e": math.e}
+_MAX_EXPRESSION_CHARS = 2000
+_MAX_INT_BITS = 14_000
+"""Largest integer result (about 4,200 digits, under Python's 4,300-digit str() limit)."""
+
+
+def _check_size(op: ast.operator, left: float, right: float) -> None:
+    """Refuse an integer power or product whose result would exceed `_MAX_INT_BITS` (before computing it)."""
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return  # float arithmetic is fast and overflows by itself
+    if isinstance(op, ast.Pow) and right > 0 and abs(left) > 1:
+        bits = (abs(left).bit_length() - 1) * right
+    elif isinstance(op, ast.Mult):
+        bits = abs(left).bit_length() + abs(right).bit_length() - 1
+    else:
+        return
+    if bits > _MAX_INT_BITS:
+        raise ValueError(f"result too large (more than {_MAX_INT_BITS} bits)")
 
 
 def _eval(node: ast.AST) -> float:
@@ -84,6 +109,7 @@ def _eval(node: ast.AST) -> float:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 1000:
             raise ValueError("exponent too large")
+        _check_size(node.op, left, right)
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
@@ -103,6 +129,8 @@ def calculate(expression: str) -> str:
 
     ``1,000`` thousands separators and a trailing ``= result`` are tolerated."""
     expr = expression.strip().strip("`").replace("^", "**")
+    if len(expr) > _MAX_EXPRESSION_CHARS:
+        raise ValueError(f"expression longer than {_MAX_EXPRESSION_CHARS} characters")
     expr = _ASSIGN.split(expr)[0]
     try:
         value = _eval(ast.parse(expr, mode="eval"))

@@ -19,6 +19,7 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
+from masforge.isolation import sandbox_status
 from masforge.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, SearchLimits
@@ -110,7 +111,7 @@ def _new_run_dir(cfg: RunConfig) -> Path:
 def build_task(cfg: RunConfig) -> Task:
     """The task a configuration names (built-in name or .jsonl path)."""
     if cfg.task.endswith(".jsonl"):
-        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact")
+        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact_match")
     task = get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
     task.cost_weight = cfg.cost_weight
     return task
@@ -186,6 +187,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         ledger.dollars, ledger.prompt_tokens, ledger.calls = d, t, c
 
     ui = SearchProgress(console=console, enabled=progress)
+    # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
+    (run_dir / "sandbox.json").write_text(json.dumps(sandbox_status(), indent=2), encoding="utf-8")
     events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
 
     def on_event(kind: str, data: dict[str, Any]) -> None:

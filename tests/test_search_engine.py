@@ -42,10 +42,12 @@ def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> Non
     assert result.stop_reason == "max_candidates"
     assert len(result.candidates) == 6
     run = result.run_dir
-    for name in ("config.yaml", "summary.json", "events.jsonl", "best.yaml"):
+    for name in ("config.yaml", "summary.json", "events.jsonl", "best.yaml", "sandbox.json"):
         assert (run / name).is_file(), name
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stats"]["evaluated"] == 6
+    sandbox = json.loads((run / "sandbox.json").read_text())  # which sandbox layers held in this run
+    assert sandbox["isolation"] in ("bwrap", "unshare", "process") and "audit hook" in sandbox["layers"]
     assert summary["best"]["id"] == result.best.id
     # finalists (top 2) plus the best seed and the best new system are re-scored on the test split
     assert 2 <= len(result.test_scores) <= 4

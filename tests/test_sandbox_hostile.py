@@ -1,0 +1,183 @@
+"""The hostile-program suite: each attack runs as a code genome and as the code answer of a code task,
+through the real evaluation path, and must be contained (nothing observable on the host) and reported
+as that candidate's failure with its kind, while the run goes on (a benign candidate right after it
+scores 1). Plus: no sandbox process outlives a SIGKILLed ``masforge evaluate``; tools count against
+the candidate's clock; the start-up line names missing layers; sandbox uids are swept before reuse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+
+import pytest
+
+from masforge import isolation as iso_module
+from masforge import tools as tools_module
+from masforge.genome.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
+from masforge.genome.schema import Genome
+from masforge.hostile import ATTACKS, Attack, forms_of, kill_masforge_mid_run, run_attack
+from masforge.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
+from masforge.lm import LMClient
+from masforge.sandbox import SandboxLimits, run_python
+from masforge.tools import Tool, calculate
+
+IS_ROOT = os.geteuid() == 0
+CASES = [(attack, form) for attack in ATTACKS for form in forms_of(attack)]
+
+
+def _check(attack: Attack, form: str) -> None:
+    outcome = run_attack(attack, form)
+    assert outcome.escapes == [], (attack.name, form, outcome.escapes)
+    assert outcome.kind in attack.kinds, (attack.name, form, outcome.kind, outcome.error)
+    assert outcome.score == 0.0
+    assert outcome.benign_ok, "the evaluation did not go on after the hostile candidate"
+
+
+@pytest.mark.parametrize(("attack", "form"), CASES, ids=[f"{a.name}-{f}" for a, f in CASES])
+def test_hostile_program_is_contained_and_reported(attack: Attack, form: str):
+    if attack.needs_private_fs and not isolation().private_fs:
+        pytest.skip("gets past the audit hook; only bubblewrap's private file system contains it (missing here)")
+    _check(attack, form)
+
+
+def _mode_available(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_SANDBOX", mode)
+    try:
+        isolation()
+    except Exception as exc:  # e.g. no user namespaces on this machine
+        pytest.skip(f"MASFORGE_SANDBOX={mode} is not available here: {exc}")
+
+
+FALLBACK = [a for a in ATTACKS if a.name in ("infinite-loop", "ignore-sigterm", "fork-bomb", "tamper-frames")]
+
+
+@pytest.mark.parametrize("mode", ["unshare", "process"])
+@pytest.mark.parametrize("attack", FALLBACK, ids=[a.name for a in FALLBACK])
+def test_fallback_layers_still_contain_the_basics(mode: str, attack: Attack, monkeypatch: pytest.MonkeyPatch):
+    _mode_available(mode, monkeypatch)
+    _check(attack, "genome")
+
+
+@pytest.mark.parametrize("mode", ["auto", "process"])
+def test_no_sandbox_process_outlives_a_sigkilled_masforge(mode: str, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    _mode_available(mode, monkeypatch)
+    outcome = kill_masforge_mid_run(str(tmp_path), env={"MASFORGE_SANDBOX": mode})
+    assert outcome.sandboxes == 2, "both sandboxes should have been running when masforge was killed"
+    assert outcome.survivors == []
+
+
+# --------------------------------------------------------------------------------------------------
+# tools from sandboxed code
+
+
+def _code_system(code: str, timeout_s: float) -> CodeSystem:
+    genome = Genome(kind="code", name="tools", code=code)
+    return CodeSystem(genome, LMClient({"worker": "fake"}, cache=False), limits=SandboxLimits(timeout_s=timeout_s))
+
+
+def test_a_slow_tool_counts_against_the_candidates_time(monkeypatch: pytest.MonkeyPatch):
+    sleepy = Tool("test_sleepy", "Sleeps (a test tool).", lambda arg: (time.sleep(float(arg)), "slept")[1])
+    monkeypatch.setitem(tools_module._REGISTRY, "test_sleepy", sleepy)
+    system = _code_system("def forward(inputs):\n    return {'answer': tool('test_sleepy', '8')}\n", 1.0)
+    # if tool time did not count, the run would succeed with "slept" after 8 s
+    with pytest.raises(Exception, match=r"code genome failed \(timeout\)"):
+        system(question="q")
+    fast = _code_system("def forward(inputs):\n    return {'answer': tool('test_sleepy', '0.05')}\n", 5.0)
+    assert fast(question="q").outputs == {"answer": "slept"}
+
+
+def test_tool_calls_per_run_are_capped():
+    code = "def forward(inputs):\n    n = 0\n    while True:\n        tool('calculator', '1 + 1')\n        n += 1\n"
+    with pytest.raises(Exception, match=f"more than {MAX_TOOL_CALLS_PER_RUN} tool"):
+        _code_system(code, 20.0)(question="q")
+
+
+def test_calculator_refuses_results_too_large_to_compute():
+    for bomb in ("((9**99)**999)**99", "(2**999)**999", "round(5, -10**9)", "9**9**9**9"):
+        with pytest.raises(ValueError, match="too large|more than 400|too long|exponent"):
+            calculate(bomb)
+    assert calculate("9**99").startswith("29512665430652752148")  # big but fine
+    assert calculate("2 ** 0.5") == "1.4142135624"
+
+
+# --------------------------------------------------------------------------------------------------
+# the start-up line and the run record
+
+
+def test_missing_layers_are_named_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setenv("MASFORGE_SANDBOX", "process")
+    monkeypatch.setattr(iso_module, "_state", {})
+    with caplog.at_level(logging.WARNING, logger="masforge.sandbox"):
+        isolation()
+        isolation()
+        assert run_python("print(1)").ok
+    lines = [r.getMessage() for r in caplog.records if r.name == "masforge.sandbox" and "missing" in r.getMessage()]
+    assert len(lines) == 1
+    assert "pid and network namespaces" in lines[0] and "private /tmp" in lines[0]
+    status = sandbox_status()
+    assert status["isolation"] == "process" and "pid namespace" not in status["layers"]
+    assert "audit hook" in status["layers"] and len(status["missing"]) == 2
+
+
+def test_unknown_mode_is_one_clear_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MASFORGE_SANDBOX", "chroot")
+    with pytest.raises(Exception, match="MASFORGE_SANDBOX='chroot' is not one of auto, bwrap, unshare, process"):
+        isolation()
+
+
+@pytest.mark.skipif(not isolation().private_fs, reason="bubblewrap is not available here")
+def test_private_file_system_view():
+    code = (
+        "import os\nprint(sorted(os.listdir('/')))\nprint(os.listdir('/tmp'))\n"
+        "print(os.path.exists(os.path.expanduser('~')))\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
+    )
+    r = run_python(code)
+    assert r.ok, r.error
+    top, tmp, home, pids = r.stdout.splitlines()
+    assert "home" not in top and "var" not in top and "tmp" in top
+    assert tmp.startswith("['masforge-sbx-") and tmp.count(",") == 0  # only this run's own directory
+    assert home == "True"
+    assert int(pids) <= 3  # /proc shows the namespace's processes only (init, the child, maybe a helper)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="per-run uids need root")
+def test_a_uid_whose_last_run_died_is_swept_before_reuse():
+    lease = _UidLease()
+    uid = lease.uid
+    orphan = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
+    try:
+        assert lease._fd is not None
+        os.close(lease._fd)  # the holder dies mid-run: the lock goes, the "in use" mark stays
+        lease._fd = None
+        again = _UidLease()
+        try:
+            if again.uid != uid:
+                pytest.skip("another sandbox run took the slot in between")
+            assert again.stale_killed == 1
+            assert orphan.wait(timeout=5) == -9
+        finally:
+            again.release()
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="per-run uids need root")
+def test_startup_sweep_kills_processes_of_free_sandbox_uids():
+    lease = _UidLease()
+    uid = lease.uid
+    lease.release()
+    orphan = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
+    try:
+        assert orphan.pid in sandbox_processes(range(uid, uid + 1))
+        if startup_sweep() == 0:
+            pytest.skip("another sandbox run took the slot in between (its uid is then not free)")
+        assert orphan.wait(timeout=5) == -9
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
