@@ -1,4 +1,4 @@
-"""The hostile-program suite at a larger size: every attack of `masforge.hostile`, as a code genome and as a
+"""The hostile-program suite at a larger size: every attack of `masforge.testing.hostile`, as a code genome and as a
 code answer, ``--repeats`` times in each sandbox mode this machine has (bubblewrap, unshare, plain process),
 plus ``--kills`` SIGKILLs of ``masforge evaluate`` while two sandboxes run. Each run is checked from the host
 (files outside the run directory, connections to a listener, a planted key in anything returned or printed,
@@ -23,9 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.hostile import ATTACKS, Outcome, forms_of, kill_masforge_mid_run, run_attack  # noqa: E402
-from masforge.isolation import MODES, isolation  # noqa: E402
-from masforge.sandbox import run_python  # noqa: E402
+from masforge.runtime.isolation import MODES, isolation  # noqa: E402
+from masforge.runtime.sandbox import run_python  # noqa: E402
+from masforge.testing.hostile import ATTACKS, Outcome, forms_of, kill_masforge_mid_run, run_attack  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BEGIN, END = "<!-- sandbox:begin (bench/attacks.py) -->", "<!-- sandbox:end -->"

@@ -30,9 +30,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.tasks import Task  # noqa: E402
-from masforge.lm import LMClient, LMConfig  # noqa: E402
+from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
-from masforge.stub_server import StubServer  # noqa: E402
+from masforge.testing.stub_server import StubServer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -49,9 +49,9 @@ def make_task(n: int, tag: str) -> Task:
 
 @contextmanager
 def child_stub(latency: float):
-    """``python -m masforge.stub_server`` in a child process; yields its api_base."""
-    proc = subprocess.Popen([sys.executable, "-m", "masforge.stub_server", "--port", "0", "--latency", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
+    """``python -m masforge.testing.stub_server`` in a child process; yields its api_base."""
+    proc = subprocess.Popen([sys.executable, "-m", "masforge.testing.stub_server", "--port", "0",
+                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         if "listening on" not in line:

@@ -32,7 +32,7 @@ import masforge  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
-from masforge.lm import LMClient, parse_lm  # noqa: E402
+from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate", "reflexion_code"]

@@ -22,8 +22,8 @@ from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Example, Task
 from masforge.genome.compile import SystemRunError, compile_genome
 from masforge.genome.schema import Genome
-from masforge.lm import LMClient
-from masforge.trace import Trace
+from masforge.runtime.lm import LMClient
+from masforge.runtime.trace import Trace
 
 ProgressFn = Callable[[int, int, "EvalReport"], None]
 

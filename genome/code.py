@@ -19,10 +19,10 @@ from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.genome.compile import SystemResult, SystemRunError
 from masforge.genome.schema import Genome
 from masforge.genome.validate import validate
-from masforge.lm import LMClient
-from masforge.sandbox import SandboxLimits, run_python
-from masforge.tools import get_tool
-from masforge.trace import agent_call, recording
+from masforge.runtime.lm import LMClient
+from masforge.runtime.sandbox import SandboxLimits, run_python
+from masforge.runtime.tools import get_tool
+from masforge.runtime.trace import agent_call, recording
 
 RPC_NAMES = ("llm", "tool")
 TIMED_RPC_NAMES = ("tool",)

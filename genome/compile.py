@@ -26,16 +26,16 @@ from typing import Any
 
 import dspy
 
-from masforge.adapters import make_adapter, resolve_adapter
-from masforge.dspy_lm import MasforgeLM
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.genome.graph import agent_edges, execution_plan, is_cyclic, predecessors
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import JUDGE_INPUT, MESSAGES_INPUT, agent_signature, validate
-from masforge.lm import LMClient
-from masforge.prompts import render
-from masforge.tools import get_tool
-from masforge.trace import Trace, agent_call, recording
+from masforge.runtime.adapters import make_adapter, resolve_adapter
+from masforge.runtime.dspy_lm import MasforgeLM
+from masforge.runtime.lm import LMClient
+from masforge.runtime.prompts import render
+from masforge.runtime.tools import get_tool
+from masforge.runtime.trace import Trace, agent_call, recording
 
 AgentFn = Callable[[dict[str, Any], int], dict[str, Any]]
 COPIES_TEMPERATURE = 0.7

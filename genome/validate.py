@@ -77,7 +77,7 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:
-        from masforge.tools import tool_names
+        from masforge.runtime.tools import tool_names
 
         known_tools = tool_names()
     tools = set(known_tools)

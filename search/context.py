@@ -16,7 +16,7 @@ from masforge.evaluators.runner import EvalReport, Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
-from masforge.lm import LMClient
+from masforge.runtime.lm import LMClient
 from masforge.search.population import Candidate, is_near_duplicate, map_elites, pareto_front
 
 EventFn = Callable[[str, dict[str, Any]], None]

@@ -19,8 +19,8 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
-from masforge.isolation import sandbox_status
-from masforge.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
+from masforge.runtime.isolation import sandbox_status
+from masforge.runtime.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, SearchLimits
 from masforge.search.population import Candidate

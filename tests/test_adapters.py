@@ -6,12 +6,12 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from masforge.adapters import make_adapter, resolve_adapter
 from masforge.errors import ConfigError
 from masforge.genome.compile import agent_adapter, compile_genome
 from masforge.genome.schema import Agent, Genome
-from masforge.lm import LMClient, LMConfig, parse_lm
-from masforge.plain_adapter import PlainAdapter, split_final_answer
+from masforge.runtime.adapters import make_adapter, resolve_adapter
+from masforge.runtime.lm import LMClient, LMConfig, parse_lm
+from masforge.runtime.plain_adapter import PlainAdapter, split_final_answer
 from masforge.seeds import load_seed
 from masforge.testing import ScriptedResponder
 

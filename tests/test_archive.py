@@ -16,9 +16,9 @@ import git
 import pytest
 from typer.testing import CliRunner
 
-from masforge import cli_archive
 from masforge.archive.records import CandidateRecord, ResultRecord
 from masforge.archive.store import INDEX_FILE, Archive, result_filename
+from masforge.cli import archive as cli_archive
 from masforge.errors import ArchiveError
 from masforge.genome.schema import Agent, Genome, Topology
 

@@ -39,9 +39,9 @@ from masforge.export import (
 )
 from masforge.genome.compile import compile_genome
 from masforge.genome.io import load_genome, parse_genome_text
-from masforge.lm import LMClient
+from masforge.runtime.fake_lm import fake_reply
+from masforge.runtime.lm import LMClient
 from masforge.seeds import seed_paths
-from masforge.testing import fake_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_SEEDS = [p for p in seed_paths() if load_genome(p).kind == "config"]
@@ -60,8 +60,8 @@ from types import SimpleNamespace
 
 import dspy
 
-from masforge.testing import fake_reply, input_values, output_fields
-from masforge.tools import calculate
+from masforge.runtime.fake_lm import fake_reply, input_values, output_fields
+from masforge.runtime.tools import calculate
 
 _ARITH = re.compile(r"(-?\d+(?:\.\d+)?\s*(?:[-+*/]\s*-?\d+(?:\.\d+)?\s*)+)")
 
@@ -168,7 +168,7 @@ for name, path in job["modules"].items():
     modules[name] = module
 standalone = not any(m == "masforge" or m.startswith("masforge.") for m in sys.modules)
 
-exec(open(sys.argv[2], encoding="utf-8").read())  # RESPONDER_SRC (imports masforge.testing: after the check)
+exec(open(sys.argv[2], encoding="utf-8").read())  # RESPONDER_SRC (imports masforge.runtime.fake_lm: after the check)
 
 results = {}
 for name, module in modules.items():
@@ -281,7 +281,7 @@ def test_exported_modules_are_ruff_clean(seed_exports: dict[str, Any]) -> None:
 
 
 def test_exported_tools_match_masforge(seed_exports: dict[str, Any]) -> None:
-    from masforge.tools import calculate, run_python_tool
+    from masforge.runtime.tools import calculate, run_python_tool
 
     def load(name: str) -> Any:
         spec = importlib.util.spec_from_file_location(f"tools_{name}", seed_exports["modules"][name])
@@ -485,7 +485,7 @@ json.dump(results, open(result_path, "w", encoding="utf-8"))
 def test_exported_command_line_matches_masforge_run(tmp_path: Path) -> None:
     from masforge.seeds import load_seed
 
-    stub_server = pytest.importorskip("masforge.stub_server")
+    stub_server = pytest.importorskip("masforge.testing.stub_server")
     ns = _responder_namespace()
 
     def responder(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
@@ -546,7 +546,8 @@ def test_report_from_a_real_run(small_run: Any, tmp_path: Path) -> None:
 
 def test_report_lineage_of_a_descendant(small_run: Any) -> None:
     from masforge.archive.store import Archive
-    from masforge.report import _lineage, lineage_svg
+    from masforge.report import lineage_svg
+    from masforge.report.data import _lineage
 
     child = _searched(small_run, 1)[0]
     with Archive.open(small_run.archive_path) as archive:

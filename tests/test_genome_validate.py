@@ -393,11 +393,11 @@ def test_cli_validate_colours_the_error_red(tmp_path, monkeypatch):
 
     from rich.console import Console
 
-    import masforge.console
+    import masforge.cli.console
 
     runner, app = _cli()
     buffer = io.StringIO()
-    monkeypatch.setattr(masforge.console, "err_console", Console(file=buffer, force_terminal=True, width=300))
+    monkeypatch.setattr(masforge.cli.console, "err_console", Console(file=buffer, force_terminal=True, width=300))
     path = _write(tmp_path, "bad.yaml", "agents: [{id: a, temperature: hot}]\n")
     result = runner.invoke(app, ["genome", "validate", str(path)])
     assert result.exit_code == 1

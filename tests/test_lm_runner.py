@@ -14,15 +14,16 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge import lm as lm_module  # noqa: E402
 from masforge.errors import BudgetExceeded, LMError  # noqa: E402
 from masforge.evaluators.runner import Cascade, EvalReport, Evaluator, ExampleResult  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import Task  # noqa: E402
-from masforge.lm import Budget, Ledger, LMCache, LMClient, LMConfig  # noqa: E402
+from masforge.runtime import lm as lm_module  # noqa: E402
+from masforge.runtime.fake_lm import fake_reply  # noqa: E402
+from masforge.runtime.lm import Budget, Ledger, LMCache, LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
-from masforge.stub_server import StubServer  # noqa: E402
-from masforge.testing import ScriptedResponder, chat_reply, fake_reply  # noqa: E402
+from masforge.testing import ScriptedResponder, chat_reply  # noqa: E402
+from masforge.testing.stub_server import StubServer  # noqa: E402
 
 MSG = [{"role": "user", "content": "What is 2 + 3?"}]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from masforge import local_model
 from masforge.errors import LocalModelError
-from masforge.local_model import (
+from masforge.runtime import local_model
+from masforge.runtime.local_model import (
     LOCAL_MODELS,
     LocalModelSpec,
     LocalServer,
@@ -33,7 +33,7 @@ from masforge.local_model import (
     pull,
     shutdown_local_servers,
 )
-from masforge.stub_server import StubServer
+from masforge.testing.stub_server import StubServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -427,14 +427,14 @@ def test_child_env_drops_server_settings(monkeypatch):
 
 
 class FakeLlamaServer(LocalServer):
-    """Runs ``python -m masforge.stub_server`` instead of llama.cpp (same flags that matter)."""
+    """Runs ``python -m masforge.testing.stub_server`` instead of llama.cpp (same flags that matter)."""
 
     def _preflight(self) -> Path:
         return Path(os.devnull)
 
     def command(self, model_file: Path, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "masforge.stub_server",
+            sys.executable, "-m", "masforge.testing.stub_server",
             "--host", self.host, "--port", str(port), "--model", self.alias,
         ]  # fmt: skip
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge import local_model  # noqa: E402
-from masforge.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
+from masforge.runtime import local_model  # noqa: E402
+from masforge.runtime.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _HAVE_REAL = importlib.util.find_spec("llama_cpp") is not None and is_pulled("qwen")
@@ -41,7 +41,7 @@ def qwen() -> Iterator[local_model.LocalEndpoint]:
 def test_cot_on_three_humaneval_problems(qwen):
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
-    from masforge.lm import LMClient, LMConfig
+    from masforge.runtime.lm import LMClient, LMConfig
     from masforge.seeds import load_seed
 
     cfg = LMConfig(model="local", max_tokens=192, temperature=0.0, max_concurrency=1)

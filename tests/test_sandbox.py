@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from masforge.errors import BudgetExceeded
-from masforge.hostile import IDENTIFY, survivors
-from masforge.sandbox import (
+from masforge.runtime.sandbox import (
     SandboxLimits,
     SandboxResult,
     _kill_uid,
@@ -23,6 +22,7 @@ from masforge.sandbox import (
     run_python,
     run_tests,
 )
+from masforge.testing.hostile import IDENTIFY, survivors
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (privilege drop to a per-run uid)")

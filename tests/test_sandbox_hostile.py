@@ -14,15 +14,15 @@ import time
 
 import pytest
 
-from masforge import isolation as iso_module
-from masforge import tools as tools_module
 from masforge.genome.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
 from masforge.genome.schema import Genome
-from masforge.hostile import ATTACKS, Attack, forms_of, kill_masforge_mid_run, run_attack
-from masforge.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
-from masforge.lm import LMClient
-from masforge.sandbox import SandboxLimits, run_python
-from masforge.tools import Tool, calculate
+from masforge.runtime import isolation as iso_module
+from masforge.runtime import tools as tools_module
+from masforge.runtime.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
+from masforge.runtime.lm import LMClient
+from masforge.runtime.sandbox import SandboxLimits, run_python
+from masforge.runtime.tools import Tool, calculate
+from masforge.testing.hostile import ATTACKS, Attack, forms_of, kill_masforge_mid_run, run_attack
 
 IS_ROOT = os.geteuid() == 0
 CASES = [(attack, form) for attack in ATTACKS for form in forms_of(attack)]
@@ -110,11 +110,12 @@ def test_calculator_refuses_results_too_large_to_compute():
 def test_missing_layers_are_named_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setenv("MASFORGE_SANDBOX", "process")
     monkeypatch.setattr(iso_module, "_state", {})
-    with caplog.at_level(logging.WARNING, logger="masforge.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="masforge.runtime.sandbox"):
         isolation()
         isolation()
         assert run_python("print(1)").ok
-    lines = [r.getMessage() for r in caplog.records if r.name == "masforge.sandbox" and "missing" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "masforge.runtime.sandbox" and "missing" in r.getMessage()]
     assert len(lines) == 1
     assert "pid and network namespaces" in lines[0] and "private /tmp" in lines[0]
     status = sandbox_status()

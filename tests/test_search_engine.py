@@ -18,7 +18,7 @@ import masforge
 from masforge.archive.store import Archive
 from masforge.cli import app
 from masforge.errors import ConfigError
-from masforge.lm import parse_lm
+from masforge.runtime.lm import parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.engine import run_search
 
@@ -91,7 +91,7 @@ def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Pat
         "import sys, time\n"
         "from masforge.search.config import RunConfig\n"
         "from masforge.search.engine import run_search\n"
-        "import masforge.testing as t\n"
+        "import masforge.runtime.fake_lm as t\n"
         "orig = t.fake_reply\n"
         "def slow(messages, info=None):\n"
         "    time.sleep(0.02)\n"

@@ -7,16 +7,16 @@ import json
 import random
 from typing import Any
 
+from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
-from masforge.lm import LMClient
+from masforge.runtime.lm import LMClient
 from masforge.search.context import SearchContext, SearchLimits
 from masforge.search.operators import structural
 from masforge.search.operators.hygiene import copied_example, descriptive_name, structural_name
 from masforge.search.operators.meta import MetaAgent, parse_proposal, proposal_json_schema
 from masforge.search.strategies.tune import Tune
 from masforge.seeds import load_seed
-from masforge.testing import MemoryArchive
 
 QUESTIONS = [
     "Write a function to count lists within a list by converting each list to a tuple.",

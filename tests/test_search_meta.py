@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.validate import problems
-from masforge.lm import LMClient
+from masforge.runtime.fake_lm import output_fields
+from masforge.runtime.lm import LMClient
 from masforge.search.context import Proposal, SearchContext, SearchLimits
 from masforge.search.operators.meta import (
     MetaAgent,
@@ -28,7 +30,7 @@ from masforge.search.operators.meta import (
 )
 from masforge.search.strategies import STRATEGIES, get_strategy
 from masforge.seeds import load_seed, load_seeds
-from masforge.testing import MemoryArchive, chat_reply, output_fields
+from masforge.testing import chat_reply
 
 # ----------------------------------------------------------------------------------------- fixtures
 

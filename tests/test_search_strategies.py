@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.lm import LMClient
+from masforge.runtime.fake_lm import output_fields
+from masforge.runtime.lm import LMClient
 from masforge.search.context import Proposal, SearchContext, SearchLimits
 from masforge.search.population import Candidate
 from masforge.search.strategies import get_strategy
@@ -21,7 +23,7 @@ from masforge.search.strategies.knapsack import Knapsack, OnlineKnapsack, agent_
 from masforge.search.strategies.tune import Tune
 from masforge.search.surrogate import Surrogate, SurrogateFilter, with_surrogate
 from masforge.seeds import Component, load_seed
-from masforge.testing import MemoryArchive, chat_reply, output_fields
+from masforge.testing import chat_reply
 
 
 def _system(messages) -> str:

@@ -14,10 +14,11 @@ from masforge.genome.compile import compile_genome, normalise_answer
 from masforge.genome.io import parse_genome_text
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems, validate
-from masforge.lm import LMClient
+from masforge.runtime.fake_lm import fake_reply, input_values, output_fields
+from masforge.runtime.lm import LMClient
+from masforge.runtime.tools import tool_names
 from masforge.seeds import Component, load_inventory, load_seed, seed_names, seed_paths
-from masforge.testing import ScriptedResponder, chat_reply, fake_reply, input_values, output_fields
-from masforge.tools import tool_names
+from masforge.testing import ScriptedResponder, chat_reply
 
 QUESTION = "What is 3 + 4 * 2?"
 
@@ -247,14 +248,14 @@ def test_react_calculator_calls_the_calculator():
     ("`10 / 4`", "2.5"),
 ])
 def test_calculator_tool(expression, expected):
-    from masforge.tools import get_tool
+    from masforge.runtime.tools import get_tool
 
     assert get_tool("calculator")(expression) == expected
 
 
 @pytest.mark.parametrize("expression", ["3 == 3", "x = 3", "2 ** 5000", "__import__('os')", "(1 + 2"])
 def test_calculator_tool_refuses_what_it_cannot_compute(expression):
-    from masforge.tools import get_tool
+    from masforge.runtime.tools import get_tool
 
     assert get_tool("calculator")(expression).startswith("error: ")
 

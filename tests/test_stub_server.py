@@ -15,7 +15,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from masforge.stub_server import StubServer, default_responder, example_from_schema
+from masforge.testing.stub_server import StubServer, default_responder, example_from_schema
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")  # imported after the env var is set
@@ -373,7 +373,7 @@ def test_dspy_programs_parse_stub_replies():
 
 def test_module_runs_in_foreground_and_stops_on_sigterm():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "masforge.stub_server", "--port", "0", "--model", "cli-model"],
+        [sys.executable, "-m", "masforge.testing.stub_server", "--port", "0", "--model", "cli-model"],
         stdout=subprocess.PIPE,
         text=True,
     )

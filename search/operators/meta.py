@@ -10,7 +10,7 @@ code genomes come back as a fenced ``python`` block defining ``forward(inputs)``
 model with the one-line problem, at most ``max_repairs`` times. No operator raises on garbage model
 output: it returns ``None`` and says why in :attr:`MetaAgent.errors` and :attr:`MetaAgent.counters`.
 
-Prompts are the ``masforge/prompts/meta_*.txt`` templates; every prompt is kept under a character budget
+Prompts are the ``search/prompts/meta_*.txt`` templates; every prompt is kept under a character budget
 (``prompt_chars``, about 1,500 tokens) so a 0.5B local model with a 4,096-token context can answer.
 """
 
@@ -27,16 +27,16 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from masforge.adapters import ADAPTERS
 from masforge.errors import BudgetExceeded, MasforgeError
 from masforge.genome.io import format_validation_error
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
 from masforge.genome.validate import problems
-from masforge.lm import LMClient
-from masforge.prompts import render
+from masforge.runtime.adapters import ADAPTERS
+from masforge.runtime.lm import LMClient
 from masforge.search.context import Proposal
 from masforge.search.operators.hygiene import copied_example, descriptive_name
 from masforge.search.population import Candidate, feature_matrix
+from masforge.search.prompts import render
 
 if TYPE_CHECKING:
     from masforge.search.context import SearchContext
@@ -112,7 +112,7 @@ def proposal_json_schema() -> dict[str, Any]:
     length is bounded by ``max_tokens`` instead. Agent ids follow the genome's identifier pattern and tools
     are an enum of the registered tools, so those two mistakes cannot be generated at all.
     """
-    from masforge.tools import tool_names
+    from masforge.runtime.tools import tool_names
 
     agent = {
         "type": "object",
@@ -710,7 +710,7 @@ class MetaAgent:
         return self._examples[ctx.task.name]
 
     def _format(self, kind: GenomeKind, ctx: SearchContext | None) -> str:
-        from masforge.tools import tool_names
+        from masforge.runtime.tools import tool_names
 
         tools = ", ".join(tool_names())
         if kind == "code":

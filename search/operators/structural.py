@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from masforge.adapters import ADAPTERS
 from masforge.genome.schema import MODULE_KINDS, Agent, Genome
 from masforge.genome.validate import problems
+from masforge.runtime.adapters import ADAPTERS
 
 Edit = Callable[[Genome, random.Random], str | None]
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)

@@ -39,10 +39,10 @@ from typing import Any
 from masforge.errors import BudgetExceeded, MasforgeError
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
-from masforge.prompts import render, template
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import EDITS, mutate
 from masforge.search.population import Candidate
+from masforge.search.prompts import render, template
 from masforge.search.strategies.base import Strategy, register
 from masforge.search.surrogate import SurrogateFilter
 

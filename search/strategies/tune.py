@@ -31,11 +31,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from masforge.adapters import ADAPTERS
 from masforge.errors import BudgetExceeded, ConfigError
 from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
 from masforge.genome.schema import MODULE_KINDS, Genome
 from masforge.genome.validate import problems
+from masforge.runtime.adapters import ADAPTERS
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.population import Candidate
 from masforge.search.strategies.base import Strategy, register

@@ -16,8 +16,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from masforge import cli_archive, cli_export, cli_models
-from masforge.console import console, print_error, short, user_errors
+from masforge.cli import archive as cli_archive
+from masforge.cli import export as cli_export
+from masforge.cli import models as cli_models
+from masforge.cli.console import console, print_error, short, user_errors
 from masforge.errors import GenomeError, MasforgeError
 
 app = typer.Typer(
@@ -60,7 +62,7 @@ def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None
     """An LMClient for the CLI's --lm/--meta-lm/--api-base options (credentials checked up front)."""
     from dataclasses import replace
 
-    from masforge.lm import LMClient, check_credentials, parse_lm
+    from masforge.runtime.lm import LMClient, check_credentials, parse_lm
 
     worker = parse_lm(lm)
     if api_base:
@@ -93,7 +95,7 @@ def run(
 ) -> None:
     """Run one system on one input: print its answer and a table of every agent call."""
     from masforge.genome.compile import compile_genome
-    from masforge.lm import LMClient
+    from masforge.runtime.lm import LMClient
 
     with user_errors():
         g = load_genome_arg(genome)
@@ -186,7 +188,7 @@ def evaluate(
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
     from masforge.evaluators.runner import Evaluator
-    from masforge.lm import Budget, LMClient
+    from masforge.runtime.lm import Budget, LMClient
 
     with user_errors():
         from masforge.export import is_exported, load_exported

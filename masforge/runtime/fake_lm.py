@@ -1,8 +1,9 @@
-"""Deterministic stand-ins for language models, used by tests, benchmarks and ``--lm fake``.
+"""The fake LM behind ``--lm fake``: a deterministic offline stand-in for a language model.
 
-:func:`fake_reply` answers any dspy ChatAdapter prompt in the right format without a model: it finds the
-requested output fields and fills them deterministically (arithmetic questions get computed answers, so
-small end-to-end checks are meaningful). :class:`ScriptedResponder` replays given replies in order.
+:func:`fake_reply` answers any dspy ChatAdapter or plain-chat prompt in the right format without a model: it
+finds the requested output fields and fills them deterministically (arithmetic questions get computed
+answers, so small end-to-end checks are meaningful). Scripted replies for tests are in
+:mod:`masforge.testing`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 _OUTPUT_SECTION = re.compile(r"Your output fields are:\n(.*?)(?:\n(?:All interactions|In adhering)|\Z)", re.S)
@@ -36,7 +36,7 @@ def input_values(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
 
 
 def _arithmetic(text: str) -> str | None:
-    from masforge.tools import calculate
+    from masforge.runtime.tools import calculate
 
     for expr in _ARITH.findall(text):
         try:
@@ -110,48 +110,3 @@ def _plain_reply(messages: Sequence[dict[str, Any]], digest: str) -> str:
     if "Final answer:" in user:
         return f"Considering the task step by step ({digest}).\nFinal answer: {answer}"
     return f"fake reply {digest}"  # a bare prompt: the reply's length is what tests of accounting rely on
-
-
-class ScriptedResponder:
-    """Returns ``replies`` in order (then repeats the last); a callable reply is called with the messages."""
-
-    def __init__(self, replies: Sequence[str | Callable[[Sequence[dict[str, Any]]], str]]) -> None:
-        if not replies:
-            raise ValueError("ScriptedResponder needs at least one reply")
-        self.replies = list(replies)
-        self.calls: list[Sequence[dict[str, Any]]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, messages: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
-        with self._lock:
-            i = min(len(self.calls), len(self.replies) - 1)
-            self.calls.append(messages)
-        reply = self.replies[i]
-        return reply(messages) if callable(reply) else reply
-
-
-def chat_reply(**fields: Any) -> str:
-    """Format ``fields`` as a ChatAdapter reply (for scripting fake LMs)."""
-    body = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items())
-    return body + "\n\n[[ ## completed ## ]]"
-
-
-class MemoryArchive:
-    """An in-memory stand-in for :class:`masforge.archive.store.Archive` (the calls a search makes)."""
-
-    def __init__(self) -> None:
-        self.genomes: dict[str, Any] = {}
-        self.meta: dict[str, dict[str, Any]] = {}
-        self.results: dict[tuple[str, str, str, str], Any] = {}
-
-    def add(self, genome: Any, parents: Sequence[str] = (), **meta: Any) -> dict[str, Any]:
-        if genome.id not in self.genomes:
-            self.genomes[genome.id] = genome
-            self.meta[genome.id] = {"parents": list(parents), **meta}
-        return self.meta[genome.id]
-
-    def add_result(self, genome_id: str, result: Any) -> None:
-        self.results[(genome_id, result.task, result.split, result.lm_key)] = result
-
-    def get_result(self, genome_id: str, task: str, split: str, lm_key: str) -> Any:
-        return self.results.get((genome_id, task, split, lm_key))

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from masforge.isolation import _process_uids, isolation
+from masforge.runtime.isolation import _process_uids, isolation
 
 IDENTIFY = (
     "import os as _os\n"
@@ -508,7 +508,7 @@ class SandboxRecorder:
 
     def __enter__(self) -> SandboxRecorder:
         import masforge.genome.code as code_module
-        import masforge.sandbox as sandbox_module
+        import masforge.runtime.sandbox as sandbox_module
 
         original = sandbox_module.run_python
 
@@ -594,8 +594,8 @@ def _run_genome(attack: Attack, probe: Probe, recorder: SandboxRecorder) -> tupl
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
     from masforge.genome.schema import Genome
-    from masforge.lm import LMClient
-    from masforge.sandbox import SandboxLimits
+    from masforge.runtime.lm import LMClient
+    from masforge.runtime.sandbox import SandboxLimits
 
     task = Task.from_callable(lambda outputs: float(outputs.get("answer") == "42"), examples=[{"question": "go"}],
                               name="hostile")
@@ -614,7 +614,7 @@ def _run_answer(attack: Attack, probe: Probe, recorder: SandboxRecorder) -> tupl
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Example, Task
     from masforge.genome.schema import Genome
-    from masforge.lm import LMClient
+    from masforge.runtime.lm import LMClient
 
     hostile = answer_code(attack, probe)
     meta = {"test": "assert answer == 42, 'the hostile program finished'", "timeout_s": attack.timeout_s}

@@ -1,4 +1,4 @@
-"""The bridge from dspy to :class:`masforge.lm.LMClient`: every dspy module call goes through masforge's
+"""The bridge from dspy to :class:`masforge.runtime.lm.LMClient`: every dspy module call goes through masforge's
 cache, retries, concurrency limits, cost ledger, budgets and trace."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import dspy
 
-from masforge.lm import LMClient
+from masforge.runtime.lm import LMClient
 
 # dspy 3.4 marks the BaseLM.forward() interface as deprecated (removal in 3.5; we pin <3.5).
 warnings.filterwarnings("ignore", message=".*BaseLM.forward\\(\\) or aforward\\(\\) is deprecated.*")

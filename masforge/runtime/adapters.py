@@ -38,7 +38,7 @@ def make_adapter(name: str) -> dspy.Adapter:
     import dspy
 
     if name == "plain":
-        from masforge.plain_adapter import PlainAdapter
+        from masforge.runtime.plain_adapter import PlainAdapter
 
         return PlainAdapter()
     if name == "json":

@@ -23,9 +23,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from masforge import local_model
-from masforge.console import console, user_errors
+from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
+from masforge.runtime import local_model
 
 app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
 
@@ -169,7 +169,7 @@ def status() -> None:
 
 
 def main() -> None:
-    """Run this sub-app on its own (``python -m masforge.cli_models``)."""
+    """Run this sub-app on its own (``python -m masforge.cli.models``)."""
     app(prog_name="masforge models")
 
 

@@ -1,4 +1,4 @@
-"""The operating-system layers that confine a sandboxed process (used by `masforge.sandbox`).
+"""The operating-system layers that confine a sandboxed process (used by `masforge.runtime.sandbox`).
 
 One job: decide, once per process, how a sandbox child is confined, build the command prefix that
 does it, and own the per-run unprivileged uids. Layers, in order of preference:
@@ -47,7 +47,7 @@ from masforge.errors import SandboxError
 
 __all__ = ["Isolation", "isolation", "sandbox_status", "startup_sweep"]
 
-log = logging.getLogger("masforge.sandbox")
+log = logging.getLogger("masforge.runtime.sandbox")
 
 CHILD_SCRIPT = str(Path(__file__).resolve().with_name("_sandbox_child.py"))
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"

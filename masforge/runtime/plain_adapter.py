@@ -1,4 +1,4 @@
-"""The ``plain`` prompt adapter: ordinary chat for small and local models (see :mod:`masforge.adapters`).
+"""The ``plain`` prompt adapter: ordinary chat for small and local models (see :mod:`masforge.runtime.adapters`).
 
 One user message holds the instructions, the inputs (a single input verbatim, several as labelled blocks)
 and, only when the module needs more than one output, a short note on the reply's form. Replies are read
@@ -17,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
-from masforge.prompts import render
+from masforge.runtime.prompts import render
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
 _WORKING = ("reasoning", "rationale", "next_thought", "thought")

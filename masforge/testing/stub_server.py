@@ -15,7 +15,7 @@ lists, in ``[[ ## field ## ]]`` sections ending with ``[[ ## completed ## ]]``; 
 notes dspy puts in the prompt (``int`` -> ``0``, ``bool`` -> ``True``, a JSON schema -> a minimal instance);
 plain ``str`` fields read ``stub <field>``.
 
-``python -m masforge.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
+``python -m masforge.testing.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
 """
 
 from __future__ import annotations
@@ -563,8 +563,8 @@ class StubServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run a stub server in the foreground: ``python -m masforge.stub_server --port 8000``."""
-    parser = argparse.ArgumentParser(prog="python -m masforge.stub_server", description=__doc__.splitlines()[0])
+    """Run a stub server in the foreground: ``python -m masforge.testing.stub_server --port 8000``."""
+    parser = argparse.ArgumentParser(prog="python -m masforge.testing.stub_server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="stub", help="model id listed by /v1/models")

@@ -1,8 +1,8 @@
-"""Bootstrap of a sandbox child process (see `masforge.sandbox` and `masforge.isolation`).
+"""Bootstrap of a sandbox child process (see `masforge.runtime.sandbox` and `masforge.runtime.isolation`).
 
 This file is run as a script by a fresh interpreter
 (``python -S -P -s _sandbox_child.py CHAN REPLY JOB LIFELINE``, all four file descriptors), usually
-inside the namespaces of `masforge.isolation`; it is never imported by the parent. It imports only
+inside the namespaces of `masforge.runtime.isolation`; it is never imported by the parent. It imports only
 the standard library, so the child starts fast and shares nothing with the parent.
 
 Steps, in order:

@@ -56,7 +56,7 @@ def get_tool(name: str) -> Tool:
         return _REGISTRY[name]
     except KeyError:
         raise ConfigError(f"unknown tool '{name}' (known: {', '.join(sorted(_REGISTRY))}; "
-                          "add one with masforge.tools.register_tool)") from None
+                          "add one with masforge.runtime.tools.register_tool)") from None
 
 
 def tool_names() -> list[str]:
@@ -147,7 +147,7 @@ def calculate(expression: str) -> str:
 
 def run_python_tool(code: str) -> str:
     """Run ``code`` in the sandbox (10 s) and return its printed output or its error."""
-    from masforge.sandbox import SandboxLimits, run_python
+    from masforge.runtime.sandbox import SandboxLimits, run_python
 
     src = code.strip()
     if src.startswith("```"):

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from masforge.console import console, err_console, user_errors
+from masforge.cli.console import console, err_console, user_errors
 from masforge.errors import ConfigError
 
 DEFAULT_ARCHIVE = Path("runs/latest/archive")

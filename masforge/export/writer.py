@@ -1,4 +1,4 @@
-"""Export a genome as something that runs without masforge, and load such an export back for evaluation.
+"""Export a genome as something that runs without masforge (loading it back: :mod:`masforge.export.loader`).
 
 Formats (``masforge export ID --format ...``):
 
@@ -17,33 +17,26 @@ Formats (``masforge export ID --format ...``):
     and must be run in a sandbox; ``llm()`` and ``tool()`` are implemented with litellm. The searched code
     is kept verbatim in ``SYSTEM_CODE`` and executed in its own namespace.
 
-:func:`load_exported` turns an exported module back into something :class:`~masforge.evaluators.runner.Evaluator`
-can score (a *system factory*): config exports are imported and driven through masforge's LM client (cache,
-ledger, budget, trace); code exports are never imported, their ``SYSTEM_CODE`` runs in masforge's sandbox.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import json
 import re
 import sys
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from masforge.errors import ArchiveError, GenomeError, MasforgeError
+from masforge.errors import ArchiveError, GenomeError
+from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_exported
 from masforge.genome import compile as _compile
 from masforge.genome.schema import Genome
 
 EXPORT_FORMATS = ("python", "yaml", "json")
-EXPORT_FORMAT_VERSION = 1
-MARKER_NAME = "MASFORGE_EXPORT"
 CODE_WARNING = (
     "WARNING: the code in this module was written by an automated search (masforge) and has not been "
     "reviewed by a person. Run it only in a sandbox (a container or VM without secrets, with limited "
@@ -210,7 +203,7 @@ def _tool_source(name: str, reserved: set[str]) -> _ToolSource | None:
     function needs more than the standard library (e.g. the sandbox) or its names clash with the runtime's."""
     import inspect
 
-    from masforge.tools import get_tool
+    from masforge.runtime.tools import get_tool
 
     fn = get_tool(name).fn
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
@@ -336,7 +329,7 @@ def _agent_plans(genome: Genome) -> list[_AgentPlan]:
     from masforge.genome.compile import _instructions, _with_fields
     from masforge.genome.graph import predecessors
     from masforge.genome.validate import agent_signature
-    from masforge.prompts import render
+    from masforge.runtime.prompts import render
 
     taken: set[str] = set()
     plans = []
@@ -388,7 +381,7 @@ def _check_against_compiler(genome: Genome, plans: list[_AgentPlan]) -> None:
     import dspy
 
     from masforge.genome.compile import _AgentRunner
-    from masforge.lm import LMClient
+    from masforge.runtime.lm import LMClient
 
     client = LMClient({"worker": "fake"}, cache=False)
     for plan in plans:
@@ -418,8 +411,8 @@ def _sig_key(sig: Any) -> tuple[Any, ...]:
 def _export_config(genome: Genome, filename: str) -> str:
     from masforge import __version__
     from masforge.genome.graph import agent_edges, execution_plan, is_cyclic
-    from masforge.prompts import render
-    from masforge.tools import get_tool
+    from masforge.runtime.prompts import render
+    from masforge.runtime.tools import get_tool
 
     plans = _agent_plans(genome)
     _check_against_compiler(genome, plans)
@@ -1048,7 +1041,7 @@ def _code_literal(code: str) -> str:
 def _export_code(genome: Genome, filename: str) -> str:
     from masforge import __version__
     from masforge.genome.code import MAX_LLM_CALLS_PER_RUN
-    from masforge.tools import tool_names
+    from masforge.runtime.tools import tool_names
 
     code = (genome.code or "").strip() + "\n"
     module = filename[:-3] if filename.endswith(".py") else filename
@@ -1268,156 +1261,9 @@ if __name__ == "__main__":
 '''
 
 
-# ------------------------------------------------------------------------------------------------
-# loading an export back (transfer: `masforge evaluate exported.py`)
-
-
-def read_marker(path: str | Path) -> dict[str, Any] | None:
-    """The ``MASFORGE_EXPORT`` dict of an exported module (read without importing it), or None."""
-    p = Path(path)
-    if p.suffix.lower() != ".py" or not p.is_file():
-        return None
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if MARKER_NAME not in text:
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == MARKER_NAME for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
-
-
-def is_exported(path: str | Path) -> bool:
-    """True if ``path`` is a module written by ``masforge export --format python``."""
-    return read_marker(path) is not None
-
-
-def _literal(tree: ast.Module, name: str, origin: str) -> Any:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            try:
-                return ast.literal_eval(node.value)
-            except ValueError:
-                break
-    raise GenomeError(f"{origin}: exported module has no literal {name}; re-export it with `masforge export`")
-
-
-@dataclass
-class ExportedSystem:
-    """A *system factory* for :meth:`Evaluator.evaluate`: ``factory(client)`` returns a callable system whose
-    result has ``.outputs``, ``.trace`` and ``.candidates`` like :class:`~masforge.genome.compile.SystemResult`."""
-
-    path: Path
-    kind: str
-    id: str
-    name: str
-    inputs: list[str]
-    outputs: list[str]
-    make: Callable[[Any], Callable[..., Any]]
-
-    @property
-    def short_id(self) -> str:
-        """First 12 hex digits of the genome id the module was exported from."""
-        return self.id[:12]
-
-    def __call__(self, client: Any) -> Callable[..., Any]:
-        return self.make(client)
-
-
-def _import_module(path: Path) -> ModuleType:
-    name = f"masforge_exported_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise GenomeError(f"{path}: cannot import the exported module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look the module up by name
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise GenomeError(f"{path}: importing the exported module failed: {type(exc).__name__}: {exc}") from None
-    if not callable(getattr(module, "build", None)):
-        raise GenomeError(f"{path}: an exported module must define build(lm=...)")
-    return module
-
-
-def load_exported(path: str | Path) -> ExportedSystem:
-    """Load an exported module for evaluation.
-
-    Config exports are imported (it is our own export) and built on a :class:`~masforge.dspy_lm.MasforgeLM` per
-    LM alias, so their LM calls go through the evaluator's client: cache, cost ledger, budget and trace (each
-    agent call is recorded with :func:`masforge.trace.agent_call`). Code exports are not imported: their
-    ``SYSTEM_CODE`` is read with ``ast`` and runs in masforge's sandbox as a code genome.
-    """
-    p = Path(path)
-    marker = read_marker(p)
-    if marker is None:
-        raise GenomeError(f"{p}: not a module written by `masforge export --format python` (no {MARKER_NAME})")
-    if int(marker.get("format", 0)) > EXPORT_FORMAT_VERSION:
-        raise GenomeError(f"{p}: export format {marker.get('format')} is newer than this masforge supports")
-    tree = ast.parse(p.read_text(encoding="utf-8"))
-    inputs = list(_literal(tree, "INPUTS", str(p)))
-    outputs = list(_literal(tree, "OUTPUTS", str(p)))
-    name = str(_literal(tree, "NAME", str(p)))
-    if marker.get("kind") == "code":
-        from masforge.genome.code import CodeSystem
-
-        genome = Genome(kind="code", name=name, inputs=inputs, outputs=outputs,
-                        code=str(_literal(tree, "SYSTEM_CODE", str(p))))
-        return ExportedSystem(p, "code", genome.id, name, inputs, outputs,
-                              lambda client: CodeSystem(genome, client))
-    module = _import_module(p)
-    return ExportedSystem(p, "config", str(marker.get("genome_id", "")), name, inputs, outputs,
-                          lambda client: _ExportedRunner(module, client))
-
-
-class _ExportedRunner:
-    """An imported config export driven through masforge's LM client; returns SystemResult's."""
-
-    def __init__(self, module: ModuleType, client: Any) -> None:
-        from masforge.dspy_lm import MasforgeLM
-        from masforge.errors import BudgetExceeded
-        from masforge.trace import agent_call
-
-        self.module = module
-        aliases = {spec.get("lm", "worker") for spec in getattr(module, "AGENTS", {}).values()} | {"worker"}
-        lms = {alias: MasforgeLM(client, alias) for alias in aliases}
-        self.program = module.build(lm=lms["worker"], lms=lms, trace_hook=agent_call, fatal=(BudgetExceeded,))
-
-    def __call__(self, **inputs: Any) -> Any:
-        from masforge.genome.compile import SystemResult, SystemRunError
-        from masforge.trace import recording
-
-        with recording() as trace:
-            try:
-                outputs, candidates = self.program.run(**inputs)
-            except MasforgeError:
-                raise
-            except Exception as exc:
-                if type(exc).__name__ == "SystemRunError":
-                    raise SystemRunError(str(exc)) from exc
-                raise
-        return SystemResult(outputs=outputs, trace=trace, candidates=candidates)
-
-
 def write_export(text: str, output: str | Path) -> Path:
     """Write an export to ``output`` (parents created); returns the path."""
     p = Path(output)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text, encoding="utf-8")
     return p
-
-
-__all__ = ["CODE_WARNING", "EXPORT_FORMATS", "ExportedSystem", "export_genome", "is_exported", "load_exported",
-           "read_marker", "resolve_genome", "write_export"]
-

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
 from masforge.errors import BudgetExceeded, ConfigError, LMError  # noqa: E402
-from masforge.trace import LMCall, note_lm_call  # noqa: E402
+from masforge.runtime.trace import LMCall, note_lm_call  # noqa: E402
 
 Messages = list[dict[str, Any]]
 Responder = Callable[[Messages, dict[str, Any]], str]
@@ -60,7 +60,7 @@ class LMConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     """Further litellm completion arguments (e.g. ``{"top_p": 0.9}``)."""
     adapter: str = "auto"
-    """How dspy modules talk to this LM (``auto``, ``chat``, ``json``, ``plain``; see masforge.adapters).
+    """How dspy modules talk to this LM (``auto``, ``chat``, ``json``, ``plain``; see masforge.runtime.adapters).
     A genome agent may override it."""
 
     @property
@@ -74,7 +74,7 @@ class LMConfig:
     @property
     def resolved_adapter(self) -> str:
         """The concrete adapter ``auto`` stands for with this LM (``plain`` on the embedded model)."""
-        from masforge.adapters import resolve_adapter
+        from masforge.runtime.adapters import resolve_adapter
 
         return resolve_adapter(self.adapter, local=self.is_local)
 
@@ -104,7 +104,7 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
         except TypeError as exc:
             raise ConfigError(f"bad LM configuration {spec!r}: {exc} (fields: model, api_base, temperature, "
                               "max_tokens, price_in_per_m, price_out_per_m, max_concurrency, adapter, ...)") from None
-        from masforge.adapters import ADAPTERS
+        from masforge.runtime.adapters import ADAPTERS
 
         if cfg.adapter not in ADAPTERS:
             raise ConfigError(f"LM '{cfg.model}': unknown adapter '{cfg.adapter}'; use one of {', '.join(ADAPTERS)}")
@@ -446,7 +446,7 @@ class LMClient:
         """litellm model, api_base and api_key for ``cfg`` (starting the local server if needed)."""
         if cfg.is_local:
             if cfg.model not in self._endpoints:
-                from masforge.local_model import ensure_local_server
+                from masforge.runtime.local_model import ensure_local_server
 
                 name = cfg.model.split(":", 1)[1] if ":" in cfg.model else "qwen"
                 ep = ensure_local_server(name)
@@ -516,7 +516,7 @@ class LMClient:
                 attempt += 1
 
     def _fake(self, cfg: LMConfig, messages: Messages, temp: float, sample: int, start: float) -> Completion:
-        from masforge.testing import fake_reply
+        from masforge.runtime.fake_lm import fake_reply
 
         responder = self.responder or fake_reply
         text = responder(messages, {"model": cfg.model, "temperature": temp, "sample": sample})

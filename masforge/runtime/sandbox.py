@@ -6,7 +6,7 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/_sandbox_child.py`` inside the OS layers of `masforge.isolation` (bubblewrap namespaces
+``masforge/runtime/_sandbox_child.py`` inside the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces
 where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
 private run directory, sets the limits, installs an audit hook and runs the code as module
 ``__sandbox__`` (then the ``entry`` function, if given). The module is not named ``__main__``, so
@@ -18,7 +18,7 @@ The parent serves RPC requests with the caller's handler and watches the wall cl
 serving RPC does not count, except for ``timed_rpc_names`` (tools), which run in a thread while the
 clock runs.
 
-Enforced (Linux), first the OS layers (see `masforge.isolation` for which hold on this machine; a
+Enforced (Linux), first the OS layers (see `masforge.runtime.isolation` for which hold on this machine; a
 missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``):
 
 * **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
@@ -116,7 +116,15 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
-from masforge.isolation import CHILD_SCRIPT, SAFE_PATH, Isolation, _kill_uid, _UidLease, isolation, sandbox_status
+from masforge.runtime.isolation import (
+    CHILD_SCRIPT,
+    SAFE_PATH,
+    Isolation,
+    _kill_uid,
+    _UidLease,
+    isolation,
+    sandbox_status,
+)
 
 __all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_available", "run_python",
            "run_tests", "sandbox_status"]

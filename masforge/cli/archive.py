@@ -20,7 +20,7 @@ from rich.tree import Tree
 
 from masforge.archive.records import CandidateRecord, ResultRecord
 from masforge.archive.store import SORTS, Archive, LineageNode
-from masforge.console import console, user_errors
+from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
 from masforge.genome.diff import diff_genomes
 from masforge.genome.io import dump_genome
@@ -289,7 +289,7 @@ def log(
 
 
 def main() -> None:
-    """Run this sub-app on its own (``python -m masforge.cli_archive``)."""
+    """Run this sub-app on its own (``python -m masforge.cli.archive``)."""
     app(prog_name="masforge archive")
 
 

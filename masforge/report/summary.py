@@ -1,0 +1,62 @@
+"""The report's key numbers in the terminal (``masforge report`` without a browser)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from masforge.report.data import ReportData, num
+
+
+def print_summary(data: ReportData, console: Any) -> None:
+    """The report's key numbers as rich tables."""
+    from rich.table import Table
+
+    from masforge.cli.console import short
+
+    spend = data.spend
+    head = Table(title=f"run {data.name}", show_header=False)
+    head.add_column("", style="bold")
+    head.add_column("")
+    best = data.best
+    best_test = data.best_test
+    rows = [
+        ("task", data.task), ("strategy", " -> ".join(data.strategies) or "-"), ("stopped", data.stop_reason),
+        ("candidates", str(len(data.candidates))),
+        ("best", f"{best['name']} ({best['id'][:12]}) {best['score']:.3f}" if best else "-"),
+        ("best on test", f"{best_test:.3f}" if best_test is not None else "-"),
+        ("median score", f"{data.median:.3f}" if data.median is not None else "-"),
+        ("spent", f"${num(spend.get('dollars')):.4f}, {int(num(spend.get('tokens')))} tokens, "
+                  f"{int(num(spend.get('llm_calls')))} LM calls (+{int(num(spend.get('cache_hits')))} cached), "
+                  f"{num(spend.get('elapsed_s')):.0f}s"),
+        ("Pareto front", ", ".join(f"{short(c['name'], 24)} {c['score']:.2f}" for c in data.front) or "-"),
+    ]
+    for k, v in rows:
+        head.add_row(k, v)
+    console.print(head)
+    top = Table(title="top systems (validation)")
+    for col in ("id", "name", "score", "$/example", "tokens/ex", "made by"):
+        top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
+    for item in data.top:
+        c = item.candidate
+        top.add_row(c["id"][:12], short(c["name"], 36), f"{c['score']:.3f}", f"{c['dollars_per_example']:.5f}",
+                    f"{c['tokens_per_example']:.0f}", f"{c.get('strategy', '')}/{c.get('operator', '')}")
+    console.print(top)
+    if len(data.strategy_rows) > 1:
+        strat = Table(title="strategies")
+        for col in ("strategy", "candidates", "best", "mean", "spent"):
+            strat.add_column(col, justify="left" if col == "strategy" else "right")
+        for r in data.strategy_rows:
+            spent = f"${r['spent']:.4f}" if data.spend_key == "dollars" else f"{int(r['spent'])} tok"
+            strat.add_row(r["strategy"], str(r["candidates"]), f"{r['best']:.3f}", f"{r['mean']:.3f}", spent)
+        console.print(strat)
+    if data.test:
+        test = Table(title="held-out test split")
+        for col in ("name", "validation", "test", "95% CI", "seed?"):
+            test.add_column(col)
+        for t in data.test:
+            ci = t.get("ci") or [0, 0]
+            test.add_row(short(t.get("name", ""), 36), f"{num(t.get('validation')):.3f}", f"{num(t.get('test')):.3f}",
+                         f"[{num(ci[0]):.2f}, {num(ci[1]):.2f}]", "seed" if t.get("is_seed") else "")
+        console.print(test)
+    for note in data.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")

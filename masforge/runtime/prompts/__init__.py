@@ -1,0 +1,41 @@
+"""Prompt templates live as text files next to the code that uses them; this loads and fills them.
+
+The runtime's own templates (agent roles, plain-chat formats, program-of-thought, refine) sit in this
+package; other packages (e.g. ``masforge.search.prompts``) keep theirs in their own folder and load them
+with a :class:`Templates` of their own, so every template file is read and filled the same way.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from string import Template
+
+
+@cache
+def _read(package: str, name: str) -> str:
+    path = resources.files(package).joinpath(f"{name}.txt")
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no prompt template {name!r} in {package}: add {name}.txt to that folder") from None
+
+
+class Templates:
+    """The ``<name>.txt`` templates of one package folder."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def template(self, name: str) -> str:
+        """Raw text of ``<name>.txt``."""
+        return _read(self.package, name)
+
+    def render(self, name: str, **values: object) -> str:
+        """``<name>.txt`` with ``$placeholders`` filled (unknown ones left as they are)."""
+        return Template(self.template(name)).safe_substitute({k: str(v) for k, v in values.items()})
+
+
+_RUNTIME = Templates(__name__)
+template = _RUNTIME.template
+render = _RUNTIME.render

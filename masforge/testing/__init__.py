@@ -1,0 +1,35 @@
+"""Test doubles and helpers for masforge's own tests and benchmarks: scripted LM replies here, an
+OpenAI-compatible stub server in :mod:`masforge.testing.stub_server`, and hostile programs that prove the
+sandbox holds in :mod:`masforge.testing.hostile`. Production code never imports this package (the
+``--lm fake`` model is :mod:`masforge.runtime.fake_lm`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class ScriptedResponder:
+    """Returns ``replies`` in order (then repeats the last); a callable reply is called with the messages."""
+
+    def __init__(self, replies: Sequence[str | Callable[[Sequence[dict[str, Any]]], str]]) -> None:
+        if not replies:
+            raise ValueError("ScriptedResponder needs at least one reply")
+        self.replies = list(replies)
+        self.calls: list[Sequence[dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
+        with self._lock:
+            i = min(len(self.calls), len(self.replies) - 1)
+            self.calls.append(messages)
+        reply = self.replies[i]
+        return reply(messages) if callable(reply) else reply
+
+
+def chat_reply(**fields: Any) -> str:
+    """Format ``fields`` as a ChatAdapter reply (for scripting fake LMs)."""
+    body = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items())
+    return body + "\n\n[[ ## completed ## ]]"
+
