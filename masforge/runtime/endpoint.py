@@ -1,0 +1,145 @@
+"""Direct HTTP to OpenAI-compatible endpoints (pooled keep-alive connections) and litellm's price table."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class EndpointError(Exception):
+    """An HTTP error answer from an OpenAI-compatible endpoint called directly (see :meth:`Endpoint.chat`)."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(f"HTTP {status_code}: {message}")
+        self.status_code = status_code
+
+
+# OpenAI-compatible endpoints (``openai/<model>`` at an ``api_base``: the local llama.cpp server, vLLM, LM
+# Studio, the test stub) are called directly over pooled keep-alive HTTP connections instead of through
+# litellm. Calls run in threads that share the GIL, so client CPU per call caps throughput: measured on two
+# cores, litellm.completion costs 5-10 ms per call (logging objects, an asyncio loop per call for its service
+# logger, price-table lookups) and an httpx client 2-5 ms with 64 threads, against ~0.5 ms for http.client;
+# with litellm an evaluation topped out near 80 LM calls/s whatever the concurrency (bench/concurrency.py).
+# The request body is the one litellm sends for these models. Hosted providers still go through litellm.
+PLAIN_EXTRA = frozenset({"top_p", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user",
+                          "top_k", "min_p", "repeat_penalty", "n"})
+_ENDPOINTS: dict[str, Endpoint] = {}
+_ENDPOINTS_LOCK = threading.Lock()
+_CATALOG_PRICES: dict[str, tuple[float, float]] = {}
+
+
+class Endpoint:
+    """Keep-alive HTTP/1.1 connections to one OpenAI-compatible server, shared by every thread."""
+
+    def __init__(self, api_base: str) -> None:
+        parts = urlsplit(api_base)
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.https else 80)
+        self.url = api_base.rstrip("/") + "/chat/completions"
+        self.path = parts.path.rstrip("/") + "/chat/completions"
+        # A proxy configured for this host means litellm (httpx honours the proxy settings); http.client does not.
+        proxies = urllib.request.getproxies()
+        self.proxied = parts.scheme in proxies and not urllib.request.proxy_bypass(self.host)
+        self._ssl = ssl.create_default_context() if self.https else None
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def get(api_base: str) -> Endpoint:
+        """The shared endpoint for ``api_base`` (one connection pool per server)."""
+        with _ENDPOINTS_LOCK:
+            ep = _ENDPOINTS.get(api_base)
+            if ep is None:
+                ep = _ENDPOINTS[api_base] = Endpoint(api_base)
+            return ep
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        if self.https:
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        conn.connect()
+        # Headers and body go out in two writes: without TCP_NODELAY, Nagle holds the body back for an ACK.
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes]:
+        """POST ``body`` to ``/chat/completions``: (status, reason, response bytes). Transport failures raise
+        ConnectionError or TimeoutError (both retried by the caller)."""
+        for attempt in range(2):
+            with self._lock:
+                conn = self._idle.pop() if self._idle and attempt == 0 else None
+            reused = conn is not None
+            try:
+                if conn is None:
+                    conn = self._connect(timeout)
+                else:
+                    conn.timeout = timeout
+                    if conn.sock is not None:
+                        conn.sock.settimeout(timeout)
+                conn.request("POST", self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except TimeoutError as exc:
+                if conn is not None:
+                    conn.close()
+                raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                if conn is not None:
+                    conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed an idle keep-alive connection: once more on a fresh one
+                raise ConnectionError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    self._idle.append(conn)
+            return resp.status, resp.reason, data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def chat(self, body: dict[str, Any], api_key: str | None, timeout: float) -> dict[str, Any]:
+        """POST one chat-completion request body; the parsed answer, which has at least one choice. An HTTP
+        error status or an answer without choices raises :class:`EndpointError`."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        status, reason, raw = self.post(json.dumps(body).encode(), headers, timeout)
+        if status >= 400:
+            try:
+                detail = str(json.loads(raw)["error"]["message"])
+            except Exception:
+                detail = raw.decode("utf-8", "replace").strip()[:300] or reason
+            raise EndpointError(status, detail)
+        data = json.loads(raw)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices:
+            raise EndpointError(status, f"no choices in the answer: {raw[:200].decode('utf-8', 'replace')}")
+        return data
+
+
+
+def catalog_price(model: str) -> tuple[float, float]:
+    """Dollars per prompt and per completion token from litellm's price table ((0, 0) if unknown); cached."""
+    price = _CATALOG_PRICES.get(model)
+    if price is None:
+        try:
+            import litellm
+
+            info = litellm.get_model_info(model)
+            price = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
+        except Exception:
+            price = (0.0, 0.0)  # unknown model price: set price_in_per_m / price_out_per_m to count it
+        _CATALOG_PRICES[model] = price
+    return price

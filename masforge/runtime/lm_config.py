@@ -1,0 +1,124 @@
+"""How to reach an LM: :class:`LMConfig`, parsing a CLI/API value into one, and the early API-key check.
+
+Genomes name LMs by alias (``worker``, ``meta``, ...); a run maps aliases to :class:`LMConfig` s, so one
+genome runs on any provider litellm knows (OpenAI, Anthropic, Ollama, vLLM, ...). ``local`` means the
+embedded llama.cpp model (started on demand, free); ``fake`` is the deterministic offline LM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from masforge.errors import ConfigError
+
+# API-key environment variables by provider prefix, to say which one is missing.
+_KEY_ENV = {
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY",
+}
+_KEYLESS_PREFIXES = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile")
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """How to reach one LM. ``model`` is a litellm model string, ``local[:name]`` or ``fake[:name]``."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    price_in_per_m: float | None = None
+    """Dollars per million prompt tokens; None: litellm's price table (0 for local and fake)."""
+    price_out_per_m: float | None = None
+    max_concurrency: int = 8
+    num_retries: int = 4
+    timeout_s: float = 180.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Further litellm completion arguments (e.g. ``{"top_p": 0.9}``)."""
+    adapter: str = "auto"
+    """How dspy modules talk to this LM (``auto``, ``chat``, ``json``, ``plain``; see masforge.runtime.adapters).
+    A genome agent may override it."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.model == "local" or self.model.startswith("local:")
+
+    @property
+    def is_fake(self) -> bool:
+        return self.model == "fake" or self.model.startswith("fake:")
+
+    @property
+    def resolved_adapter(self) -> str:
+        """The concrete adapter ``auto`` stands for with this LM (``plain`` on the embedded model)."""
+        from masforge.runtime.adapters import resolve_adapter
+
+        return resolve_adapter(self.adapter, local=self.is_local)
+
+    def key(self) -> str:
+        """Fingerprint of what changes answers (model, endpoint kind, sampling, prompt adapter); keys cached
+        results."""
+        base = None if (self.is_local or self.is_fake) else self.api_base
+        payload = [self.model, base, self.temperature, self.max_tokens, sorted(self.extra.items())]
+        if self.resolved_adapter != "chat":  # results made before adapters existed keep their key
+            payload.append(self.resolved_adapter)
+        digest = hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()[:10]
+        return f"{self.model}@{digest}"
+
+
+def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
+    """Turn a CLI/API value into an :class:`LMConfig` (None: ``$MASFORGE_LM`` or the embedded local model)."""
+    if spec is None:
+        default = os.environ.get("MASFORGE_LM", "").strip()
+        if default:
+            return parse_lm(default)
+        return LMConfig(model="local", max_concurrency=1, max_tokens=1024, temperature=0.0)
+    if isinstance(spec, LMConfig):
+        return spec
+    if isinstance(spec, dict):
+        try:
+            cfg = LMConfig(**spec)
+        except TypeError as exc:
+            raise ConfigError(f"bad LM configuration {spec!r}: {exc} (fields: model, api_base, temperature, "
+                              "max_tokens, price_in_per_m, price_out_per_m, max_concurrency, adapter, ...)") from None
+        from masforge.runtime.adapters import ADAPTERS
+
+        if cfg.adapter not in ADAPTERS:
+            raise ConfigError(f"LM '{cfg.model}': unknown adapter '{cfg.adapter}'; use one of {', '.join(ADAPTERS)}")
+        return cfg
+    text = str(spec).strip()
+    if not text:
+        raise ConfigError("empty LM name: give a litellm model string like openai/gpt-4o-mini, or 'local'")
+    if text == "local" or text.startswith("local:"):
+        # Greedy by default: a 0.5B model is at its best greedy, and a search compares candidates with less
+        # noise when a rerun gives the same answers. Agents that sample (copies, debate) set a temperature.
+        return LMConfig(model=text, max_concurrency=1, max_tokens=1024, temperature=0.0)
+    if text == "fake" or text.startswith("fake:"):
+        return LMConfig(model=text, max_concurrency=64, temperature=0.0)
+    if "/" not in text:
+        raise ConfigError(f"LM '{text}' needs a provider prefix (e.g. openai/{text}, anthropic/{text}, "
+                          f"ollama/{text}) or use 'local'")
+    return LMConfig(model=text)
+
+
+def check_credentials(cfg: LMConfig) -> None:
+    """Fail early, in one line, if a hosted model's API key is missing."""
+    if cfg.is_local or cfg.is_fake or cfg.api_base:
+        return
+    provider = cfg.model.split("/", 1)[0]
+    if provider in _KEYLESS_PREFIXES:
+        return
+    env = cfg.api_key_env or _KEY_ENV.get(provider)
+    if env and not os.environ.get(env):
+        raise ConfigError(f"LM '{cfg.model}' needs the API key in ${env}: export {env}=... "
+                          "or run without --lm to use the embedded local model")
+
+
+def with_temperature(cfg: LMConfig, temperature: float | None) -> LMConfig:
+    """``cfg`` with another default temperature (None: unchanged)."""
+    return cfg if temperature is None else replace(cfg, temperature=temperature)
