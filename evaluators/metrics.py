@@ -27,12 +27,10 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from masforge.errors import SandboxError
-
-if TYPE_CHECKING:
-    from masforge.evaluators.tasks import Example
+from masforge.evaluators.example import Example
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class Score:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-MetricFn = Callable[["Example", dict[str, Any]], "float | Score"]
+MetricFn = Callable[[Example, dict[str, Any]], "float | Score"]
 
 # --------------------------------------------------------------------------------------------
 # Text answers (SQuAD)

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, LMError, MasforgeError
+from masforge.evaluators.example import Example
 from masforge.evaluators.stats import bootstrap_ci
-from masforge.evaluators.tasks import Example, Task
-from masforge.genome.compile import SystemRunError, compile_genome
+from masforge.evaluators.tasks import Task
+from masforge.genome.compile import compile_genome
+from masforge.genome.result import SystemRunError
 from masforge.genome.schema import Genome
 from masforge.runtime.lm import LMClient
 from masforge.runtime.trace import Trace

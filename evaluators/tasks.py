@@ -48,13 +48,14 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from masforge.errors import DataError, MasforgeError, TaskError
 from masforge.evaluators import datasets as ds
+from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, MetricFn, Score
 
 __all__ = [
@@ -71,21 +72,6 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
-
-
-@dataclass(frozen=True)
-class Example:
-    """One input to a system with its gold answer.
-
-    `inputs` is what the system consumes (built-in tasks always give `"question"`, the complete
-    prompt text); `target` is the gold answer(s); `meta` holds what a metric needs besides, e.g.
-    `{"test": ..., "entry_point": ...}` for code tasks.
-    """
-
-    id: str
-    inputs: dict[str, str]
-    target: Any
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def objective(quality: float, dollars: float, *, cost_weight: float = 0.0) -> float:

@@ -21,13 +21,14 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
-from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
+from masforge.errors import BudgetExceeded, GenomeError
+from masforge.genome.code import CodeSystem
 from masforge.genome.graph import agent_edges, execution_plan, is_cyclic, predecessors
+from masforge.genome.result import SystemResult, SystemRunError
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import JUDGE_INPUT, MESSAGES_INPUT, agent_signature, validate
 from masforge.runtime.adapters import make_adapter, resolve_adapter
@@ -35,24 +36,11 @@ from masforge.runtime.dspy_lm import MasforgeLM
 from masforge.runtime.lm import LMClient
 from masforge.runtime.prompts import render
 from masforge.runtime.tools import get_tool
-from masforge.runtime.trace import Trace, agent_call, recording
+from masforge.runtime.trace import agent_call, recording
 
 AgentFn = Callable[[dict[str, Any], int], dict[str, Any]]
 COPIES_TEMPERATURE = 0.7
 """Temperature of an agent's copies when neither the agent nor its LM sets one above 0."""
-
-
-class SystemRunError(MasforgeError):
-    """A system could not produce an answer (every candidate failed); the trace says why."""
-
-
-@dataclass
-class SystemResult:
-    """A system's answer to one input, with the trace of how it got there."""
-
-    outputs: dict[str, Any]
-    trace: Trace
-    candidates: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _plain(value: Any) -> Any:
@@ -341,7 +329,5 @@ class CompiledSystem:
 def compile_genome(genome: Genome, client: LMClient) -> Callable[..., SystemResult]:
     """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward)."""
     if genome.kind == "code":
-        from masforge.genome.code import CodeSystem
-
         return CodeSystem(genome, client)
     return CompiledSystem(genome, client)

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from masforge.genome.signature import parse_signature
 
-if TYPE_CHECKING:
-    from masforge.genome.schema import Genome
+
+class GenomeLike(Protocol):
+    """What hashing needs of a :class:`masforge.genome.schema.Genome` (which hashes itself with this module,
+    so this module does not import it)."""
+
+    code: str | None
+
+    def model_dump(self, *, mode: str, exclude: set[str]) -> dict[str, Any]: ...
 
 _DOC_FIELDS = {"name", "description", "source", "metadata"}
 
@@ -37,7 +43,7 @@ def _canonical_signature(text: str) -> str:
         return " ".join(text.split())
 
 
-def canonical_dict(genome: Genome) -> dict[str, Any]:
+def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     """The behaviour-relevant content of ``genome`` in a canonical form (JSON-ready)."""
     data = genome.model_dump(mode="json", exclude=_DOC_FIELDS)
     data = _normalise(data)
@@ -60,11 +66,11 @@ def canonical_dict(genome: Genome) -> dict[str, Any]:
     return data
 
 
-def canonical_json(genome: Genome) -> str:
+def canonical_json(genome: GenomeLike) -> str:
     """Canonical JSON text (sorted keys, no whitespace) that :func:`genome_hash` digests."""
     return json.dumps(canonical_dict(genome), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def genome_hash(genome: Genome) -> str:
+def genome_hash(genome: GenomeLike) -> str:
     """sha256 hex digest of the canonical form: the genome's id."""
     return hashlib.sha256(canonical_json(genome).encode("utf-8")).hexdigest()

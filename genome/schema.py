@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from masforge.genome.hashing import genome_hash
 from masforge.runtime.adapters import AdapterName
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -125,8 +126,6 @@ class Genome(BaseModel):
     @property
     def id(self) -> str:
         """Canonical 64-hex id (same system, same id)."""
-        from masforge.genome.hashing import genome_hash
-
         return genome_hash(self)
 
     @property

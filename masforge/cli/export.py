@@ -54,7 +54,8 @@ def report(
     = None,
 ) -> None:
     """Write a self-contained HTML report of a run (opens offline) and print its key numbers."""
-    from masforge.report import build_report, print_summary, write_report
+    from masforge.cli.report_summary import print_summary
+    from masforge.report import build_report, write_report
 
     with user_errors():
         data = build_report(run)

@@ -1,4 +1,4 @@
-"""The report's key numbers in the terminal (``masforge report`` without a browser)."""
+"""A run report's key numbers as terminal tables (``masforge report``; the HTML page is :mod:`masforge.report`)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def _literal(tree: ast.Module, name: str, origin: str) -> Any:
 @dataclass
 class ExportedSystem:
     """A *system factory* for :meth:`Evaluator.evaluate`: ``factory(client)`` returns a callable system whose
-    result has ``.outputs``, ``.trace`` and ``.candidates`` like :class:`~masforge.genome.compile.SystemResult`."""
+    result has ``.outputs``, ``.trace`` and ``.candidates`` like :class:`~masforge.genome.result.SystemResult`."""
 
     path: Path
     kind: str
@@ -116,7 +116,7 @@ class _ExportedRunner:
         self.program = module.build(lm=lms["worker"], lms=lms, trace_hook=agent_call, fatal=(BudgetExceeded,))
 
     def __call__(self, **inputs: Any) -> Any:
-        from masforge.genome.compile import SystemResult, SystemRunError
+        from masforge.genome.result import SystemResult, SystemRunError
         from masforge.runtime.trace import recording
 
         with recording() as trace:

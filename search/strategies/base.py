@@ -20,9 +20,8 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def get_strategy(name: str, **options: Any) -> Strategy:
-    """A strategy instance by name; one-line error listing the known names."""
-    import masforge.search.strategies  # noqa: F401  (registers the built-ins)
-
+    """A strategy instance by name; one-line error listing the known names. (The built-ins are registered:
+    importing this module runs the package's ``__init__``, which imports them all.)"""
     cls = STRATEGIES.get(name)
     if cls is None:
         raise ConfigError(f"unknown strategy '{name}' (strategies: {', '.join(sorted(STRATEGIES))})")

@@ -1,0 +1,122 @@
+"""The floor plan holds: no import cycles, dependencies point one way, test doubles stay off the production
+path, every package is installed, and no product code knows about folders beside the checkout."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
+
+# Which layers each layer may import (besides itself and masforge.errors); DESIGN.md's one-way flow.
+ALLOWED = {
+    "runtime": set(),
+    "genome": {"runtime"},
+    "evaluators": {"genome", "runtime"},
+    "archive": {"genome"},
+    "seeds": {"genome", "runtime"},
+    "search": {"archive", "evaluators", "genome", "runtime", "seeds"},
+    "export": {"archive", "genome", "runtime", "seeds"},
+    "report": {"archive", "genome"},
+    "testing": {"evaluators", "genome", "runtime"},  # test doubles drive the layers they test
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Every product module by dotted name (mapped through package-dir, like the installed package)."""
+    mods: dict[str, Path] = {}
+    top_dirs = {ROOT / d for pkg, d in PACKAGE_DIR.items() if pkg != "masforge"}
+    for pkg, folder in PACKAGE_DIR.items():
+        base = ROOT / folder
+        for path in base.rglob("*.py"):
+            if pkg == "masforge" and any(path.is_relative_to(d) for d in top_dirs):
+                continue
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join([pkg, *parts])] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules ``path`` imports, lazy (function-level) imports included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    # An import of a module's own parent package is no edge: the parent is always initialised first.
+    return {m: {t for t in _imports(p) if t in MODULES and t != m and not m.startswith(t + ".")}
+            for m, p in MODULES.items()}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "masforge"
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_dependencies_point_one_way() -> None:
+    wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items() for t in targets
+                   if _layer(m) in ALLOWED and _layer(t) not in ALLOWED[_layer(m)] | {_layer(m), "errors"})
+    assert wrong == []
+
+
+def test_production_code_never_imports_the_test_doubles() -> None:
+    users = sorted(m for m, p in MODULES.items() if _layer(m) != "testing"
+                   and any(t == "masforge.testing" or t.startswith("masforge.testing.") for t in _imports(p)))
+    assert users == []
+
+
+def test_every_package_is_installed() -> None:
+    """Code packages and data folders (templates, inventory) are all listed, so a wheel holds them and
+    setuptools does not warn about data folders it was not told about."""
+    packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+    for pkg in list(packages):
+        folder = MODULES[pkg].parent
+        packages |= {f"{pkg}.{sub.name}" for sub in folder.iterdir()
+                     if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__"}
+    assert sorted(packages - set(PACKAGES)) == []
