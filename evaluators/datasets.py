@@ -4,9 +4,10 @@ Where data comes from, first match wins:
 
 1. the `data_dir` argument (CLI `--data-dir`), else the environment variable `MASFORGE_DATA_DIR`
    (only that folder is used: a missing file there is an error, nothing is downloaded);
-2. the repository-adjacent `<repo>/../shared/data`, if it exists and holds the file;
-3. the cache `<MASFORGE_CACHE or ~/.cache/masforge>/data`, into which `fetch(name)` downloads the
-   benchmark from its canonical public URL (automatically on first use unless `MASFORGE_OFFLINE=1`).
+2. the cache `<MASFORGE_CACHE or ~/.cache/masforge>/data`, into which `fetch(name)` downloads the
+   benchmark from its public source (automatically on first use unless `MASFORGE_OFFLINE=1`). A file
+   whose published bytes are pinned (a commit, not a branch) is checked against its sha256; the others
+   are checked by parsing, like any local file.
 
 Every folder uses the same layout: `gsm8k/{train,test}.jsonl`, `math500/test.jsonl`,
 `drop/drop_v0_dev.jsonl.gz`, `hotpotqa/hotpotqa_validate.jsonl`, `mgsm/mgsm_<lang>.tsv`,
@@ -25,11 +26,11 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
 import re
-import shutil
 import tarfile
 import tempfile
 import threading
@@ -47,45 +48,56 @@ ENV_OFFLINE = "MASFORGE_OFFLINE"
 
 MGSM_LANGUAGES = ("bn", "de", "en", "es", "fr", "ja", "ru", "sw", "te", "th", "zh")
 
+
+@dataclass(frozen=True)
+class Source:
+    """Where one file of a benchmark is published; `sha256` when those bytes are pinned and known."""
+
+    rel: str
+    url: str
+    sha256: str | None = None
+
+
 _GH = "https://raw.githubusercontent.com/"
-SOURCES: dict[str, list[tuple[str, str]]] = {
+_GSM8K = _GH + "openai/grade-school-math/3101c7d5072418e28b9008a6636bde82a006892c/grade_school_math/data/"
+SOURCES: dict[str, list[Source]] = {
     "gsm8k": [
-        ("gsm8k/train.jsonl", _GH + "openai/grade-school-math/master/grade_school_math/data/train.jsonl"),
-        ("gsm8k/test.jsonl", _GH + "openai/grade-school-math/master/grade_school_math/data/test.jsonl"),
+        Source("gsm8k/train.jsonl",
+               _GSM8K + "train.jsonl",
+               "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465"),
+        Source("gsm8k/test.jsonl",
+               _GSM8K + "test.jsonl",
+               "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"),
     ],
-    # prm800k keeps the file in Git LFS; media.githubusercontent.com serves the LFS object.
+    # prm800k keeps the file in Git LFS; media.githubusercontent.com serves the LFS object (sha256 = its LFS oid).
     "math500": [
-        (
-            "math500/test.jsonl",
-            "https://media.githubusercontent.com/media/openai/prm800k/main/prm800k/math_splits/test.jsonl",
-        )
+        Source("math500/test.jsonl",
+               "https://media.githubusercontent.com/media/openai/prm800k/7ecc794703b2877f63226f2477a49b34f9b25163/"
+               "prm800k/math_splits/test.jsonl",
+               "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132"),
     ],
     "drop": [
-        (
-            "drop/drop_v0_dev.jsonl.gz",
-            "https://openaipublic.blob.core.windows.net/simple-evals/drop_v0_dev.jsonl.gz",
-        )
+        Source("drop/drop_v0_dev.jsonl.gz", "https://openaipublic.blob.core.windows.net/simple-evals/drop_v0_dev.jsonl.gz"),
     ],
     # The 200-question "validate" subset of the distractor dev set used by AFlow / MASArena.
     "hotpotqa": [
-        ("hotpotqa/hotpotqa_validate.jsonl", _GH + "fuzi233/MASArena/main/data/hotpotqa_validate.jsonl")
+        Source("hotpotqa/hotpotqa_validate.jsonl",
+               _GH + "fuzi233/MASArena/2a6f29d73c785b3a16e697f9be94b000c6934ec1/data/hotpotqa_validate.jsonl",
+               "a2fcafe6cb44c705b48e404ab4e9a2726874cfdecffed5ddfef06e46b6c78639"),
     ],
     "mgsm": [
-        (f"mgsm/mgsm_{lang}.tsv", _GH + f"google-research/url-nlp/main/mgsm/mgsm_{lang}.tsv")
+        Source(f"mgsm/mgsm_{lang}.tsv", _GH + f"google-research/url-nlp/main/mgsm/mgsm_{lang}.tsv")
         for lang in MGSM_LANGUAGES
     ],
     "mbpp": [
-        ("mbpp/sanitized-mbpp.json", _GH + "google-research/google-research/master/mbpp/sanitized-mbpp.json"),
-        ("mbpp/mbpp.jsonl", _GH + "google-research/google-research/master/mbpp/mbpp.jsonl"),
+        Source("mbpp/sanitized-mbpp.json", _GH + "google-research/google-research/master/mbpp/sanitized-mbpp.json"),
+        Source("mbpp/mbpp.jsonl", _GH + "google-research/google-research/master/mbpp/mbpp.jsonl"),
     ],
     "humaneval": [
-        (
-            "humaneval/HumanEval.jsonl.gz",
-            "https://github.com/openai/human-eval/raw/master/data/HumanEval.jsonl.gz",
-        )
+        Source("humaneval/HumanEval.jsonl.gz", "https://github.com/openai/human-eval/raw/master/data/HumanEval.jsonl.gz"),
     ],
     # The original MMLU release (Hendrycks et al.); `fetch` converts its headerless CSVs.
-    "mmlu": [("mmlu/test", "https://people.eecs.berkeley.edu/~hendrycks/data.tar")],
+    "mmlu": [Source("mmlu/test", "https://people.eecs.berkeley.edu/~hendrycks/data.tar")],
 }
 
 
@@ -104,15 +116,6 @@ class Record:
 # --------------------------------------------------------------------------------------------
 
 
-def shared_data_dir() -> Path | None:
-    """`<repo>/../shared/data` next to the checkout masforge runs from, if it exists."""
-    import masforge
-
-    repo = Path(masforge.__file__).resolve().parent.parent
-    candidate = repo.parent / "shared" / "data"
-    return candidate if candidate.is_dir() else None
-
-
 def cache_data_dir() -> Path:
     """The download cache: `<MASFORGE_CACHE or ~/.cache/masforge>/data`."""
     root = os.environ.get(ENV_CACHE) or str(Path.home() / ".cache" / "masforge")
@@ -127,34 +130,31 @@ def _explicit_dir(data_dir: str | Path | None) -> Path | None:
 
 
 def _hint(rel: str) -> str:
-    return f"put the file at that path, or point --data-dir / {ENV_DATA_DIR} at a folder holding {rel}"
+    return f"point --data-dir or {ENV_DATA_DIR} at a folder holding {rel}"
 
 
 def locate(dataset: str, rels: list[str], data_dir: str | Path | None = None) -> Path:
-    """The first existing file (or folder) among `rels` for `dataset`, fetching it if needed."""
+    """The first existing file (or folder) among `rels` for `dataset`, fetching it into the cache if needed."""
     explicit = _explicit_dir(data_dir)
     if explicit is not None:
         for rel in rels:
             if (explicit / rel).exists():
                 return explicit / rel
-        raise DataError(f"missing data file {explicit / rels[0]} for {dataset}: {_hint(rels[0])}")
-    roots = [r for r in (shared_data_dir(), cache_data_dir()) if r is not None]
-    for root in roots:
-        for rel in rels:
-            if (root / rel).exists():
-                return root / rel
+        raise DataError(f"missing data file {explicit / rels[0]} for {dataset}: put it there, or {_hint(rels[0])}")
     cache = cache_data_dir()
-    if dataset in SOURCES and not os.environ.get(ENV_OFFLINE):
-        try:
-            fetch(dataset, dest=cache)
-        except DataError as exc:
-            raise DataError(
-                f"missing data file {cache / rels[0]} for {dataset} ({exc}); {_hint(rels[0])}"
-            ) from exc
-        for rel in rels:
-            if (cache / rel).exists():
-                return cache / rel
-    raise DataError(f"missing data file {cache / rels[0]} for {dataset}: {_hint(rels[0])}")
+    for rel in rels:
+        if (cache / rel).exists():
+            return cache / rel
+    if dataset not in SOURCES:
+        raise DataError(f"missing data file {cache / rels[0]} for {dataset}: {_hint(rels[0])}")
+    if os.environ.get(ENV_OFFLINE):
+        raise DataError(f"missing data file {cache / rels[0]} for {dataset} and {ENV_OFFLINE} is set, so nothing "
+                        f"is downloaded: {_hint(rels[0])}")
+    fetch(dataset, dest=cache)
+    for rel in rels:
+        if (cache / rel).exists():
+            return cache / rel
+    raise DataError(f"missing data file {cache / rels[0]} for {dataset} after downloading it: {_hint(rels[0])}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,25 +162,41 @@ def locate(dataset: str, rels: list[str], data_dir: str | Path | None = None) ->
 # --------------------------------------------------------------------------------------------
 
 
-def _download(url: str, target: Path, *, timeout_s: float = 60.0) -> None:
+def _reason(exc: BaseException) -> str:
+    """A short reason for a failed download (urllib's messages nest the real cause)."""
+    inner = getattr(exc, "reason", None)
+    text = str(inner if inner is not None else exc).strip() or type(exc).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _download(url: str, target: Path, dataset: str, rel: str, *, sha256: str | None = None,
+              timeout_s: float = 60.0) -> None:
+    """`url` to `target` through a temporary file, checked against `sha256` when it is known."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".part")
+    digest = hashlib.sha256()
     try:
         request = urllib.request.Request(url, headers={"User-Agent": "masforge"})
         with urllib.request.urlopen(request, timeout=timeout_s) as response, open(tmp, "wb") as out:
-            shutil.copyfileobj(response, out)
-        tmp.replace(target)
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise DataError(f"could not download {url} to {target}: {exc}") from exc
+        raise DataError(f"cannot download {dataset} ({_reason(exc)}); offline? {_hint(rel)}") from exc
+    if sha256 is not None and digest.hexdigest() != sha256:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"downloaded {rel} does not match its sha256 (got {digest.hexdigest()[:12]}..., expected "
+                        f"{sha256[:12]}...): the source changed; {_hint(rel)}")
+    tmp.replace(target)
 
 
-def _fetch_mmlu(url: str, dest: Path) -> None:
+def _fetch_mmlu(source: Source, dest: Path) -> None:
     """Download the original MMLU tarball and write `mmlu/test/<subject>_test.csv` with a header
     (question, choice0..choice3, answer as 0-3), the layout the loader reads."""
     with tempfile.TemporaryDirectory() as tmp:
         tar_path = Path(tmp) / "data.tar"
-        _download(url, tar_path, timeout_s=600.0)
+        _download(source.url, tar_path, "mmlu", source.rel, sha256=source.sha256, timeout_s=600.0)
         out_dir = dest / "mmlu" / "test"
         out_dir.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tar_path) as tar:
@@ -201,21 +217,22 @@ def _fetch_mmlu(url: str, dest: Path) -> None:
 
 
 def fetch(dataset: str, *, dest: str | Path | None = None) -> Path:
-    """Download `dataset` from its canonical public source into `dest` (default: the cache).
+    """Download `dataset` from its public source into `dest` (default: the cache).
 
-    Returns the folder that now holds `<dataset>/...`. Files that already exist are kept.
+    Returns the folder that now holds `<dataset>/...`. Files that already exist are kept. A failed
+    download or a checksum mismatch raises a one-line `DataError` saying how to use a local copy instead.
     """
     if dataset not in SOURCES:
         raise TaskError(f"no download source for {dataset!r}; known: {', '.join(sorted(SOURCES))}")
     root = Path(dest) if dest is not None else cache_data_dir()
-    for rel, url in SOURCES[dataset]:
-        target = root / rel
+    for source in SOURCES[dataset]:
+        target = root / source.rel
         if target.exists():
             continue
         if dataset == "mmlu":
-            _fetch_mmlu(url, root)
+            _fetch_mmlu(source, root)
         else:
-            _download(url, target)
+            _download(source.url, target, dataset, source.rel, sha256=source.sha256)
     return root
 
 

@@ -447,7 +447,9 @@ def _carve(
     group: str | None = None,
 ) -> dict[str, list[ds.Record]]:
     """Shuffle each source once with Random(f"{task_name}:{seed}") and cut it as `plan` says:
-    (split, source, count) steps in order. With `group`, records sharing `meta[group]` move together."""
+    (split, source, count) steps in order. With `group`, records sharing `meta[group]` move together.
+    A fixed count takes at most an equal share of its source, so a small copy of a benchmark (a test
+    fixture, a sample) still fills every split; the published sets are far larger than their plans."""
     out: dict[str, list[ds.Record]] = {s: [] for s in SPLITS}
     steps: dict[str, list[tuple[str, Count]]] = {}
     for split, source, count in plan:
@@ -471,7 +473,7 @@ def _carve(
             elif isinstance(count, float):
                 k = int(len(units) * count)
             else:
-                k = count
+                k = min(count, len(units) // len(cuts))
             k = max(0, min(k, left))
             out[split].extend(r for unit in units[pos : pos + k] for r in unit)
             pos += k

@@ -120,3 +120,10 @@ def test_every_package_is_installed() -> None:
         packages |= {f"{pkg}.{sub.name}" for sub in folder.iterdir()
                      if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__"}
     assert sorted(packages - set(PACKAGES)) == []
+
+
+def test_no_product_code_knows_the_folders_beside_the_checkout() -> None:
+    """Data comes from --data-dir / MASFORGE_DATA_DIR or the user cache, never from a folder next to the repo."""
+    offenders = sorted(str(p.relative_to(ROOT)) for p in MODULES.values()
+                       if any(s in p.read_text(encoding="utf-8") for s in ("../shared", '"shared"', "'shared'")))
+    assert offenders == []

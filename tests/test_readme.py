@@ -37,8 +37,9 @@ def test_readme_has_the_two_commands() -> None:
     assert "make test" in ci
 
 
-def test_tour_commands_run_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tour_commands_run_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture_data_dir: Path) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MASFORGE_DATA_DIR", str(fixture_data_dir))  # benchmark tasks read the small fixtures
     monkeypatch.setenv("MASFORGE_LM", "fake")
     monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
     commands = _tour_commands()

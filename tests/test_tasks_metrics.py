@@ -3,7 +3,9 @@ error messages, custom tasks."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import io
 import json
 import math
 from pathlib import Path
@@ -349,16 +351,19 @@ def test_builtin_prompts_carry_instructions():
 
 
 @pytest.mark.parametrize("name", ["mbpp", "humaneval"])
-def test_code_tasks_load_offline(name):
+def test_code_tasks_load(name):
     task = get_task(name)
     ex = task.split("test", limit=1)[0]
     assert ex.meta["test"].strip()
     if name == "humaneval":
         assert ex.meta["entry_point"] in ex.inputs["question"] and "```python" in ex.inputs["question"]
-        assert task.sizes() == {"train": 32, "validation": 32, "test": 100}
     else:
         assert "assert" in ex.inputs["question"]  # one example test names the function
-        assert task.sizes() == {"train": 127, "validation": 43, "test": 257}
+
+
+def test_humaneval_ships_with_its_package(monkeypatch):
+    monkeypatch.delenv(datasets.ENV_DATA_DIR)
+    assert get_task("humaneval").sizes() == {"train": 32, "validation": 32, "test": 100}
 
 
 @needs_sandbox
@@ -374,18 +379,26 @@ def test_code_tasks_canonical_solution_passes_in_sandbox(name):
 
 
 @needs_sandbox
-def test_humaneval_accepts_a_body_only_completion():
+def test_humaneval_accepts_a_body_only_completion(monkeypatch):
+    monkeypatch.delenv(datasets.ENV_DATA_DIR)  # the packaged set, whatever MASFORGE_DATA_DIR holds
     task = get_task("humaneval")
     ex = next(e for e in task.split("test") if e.meta["task_id"] == "HumanEval/0")
     body = ex.target[len(ex.meta["prompt"]) :]
     assert task.score(ex, {"answer": body}).value == 1.0
 
 
-def test_published_split_sizes():
-    assert get_task("gsm8k").sizes() == {"train": 7273, "validation": 200, "test": 1319}
-    assert get_task("math500").sizes() == {"train": 100, "validation": 100, "test": 300}
-    assert get_task("hotpotqa").sizes() == {"train": 50, "validation": 50, "test": 100}
-    assert get_task("mgsm:de").sizes() == {"train": 50, "validation": 50, "test": 150}
+def test_published_split_sizes(full_data_dir):
+    def sizes(name):
+        return get_task(name, data_dir=full_data_dir).sizes()
+
+    assert sizes("gsm8k") == {"train": 7273, "validation": 200, "test": 1319}
+    assert sizes("math500") == {"train": 100, "validation": 100, "test": 300}
+    assert sizes("hotpotqa") == {"train": 50, "validation": 50, "test": 100}
+    assert sizes("mgsm:de") == {"train": 50, "validation": 50, "test": 150}
+    assert sizes("mbpp") == {"train": 127, "validation": 43, "test": 257}
+
+
+def test_arc_split_sizes():
     assert get_task("arc").sizes() == {"train": 311, "validation": 105, "test": 419}
 
 
@@ -557,9 +570,112 @@ def test_env_data_dir_takes_precedence(tmp_path, monkeypatch):
     assert all_ids == {f"hotpotqa/id{i}" for i in range(10)}
 
 
-def test_shared_data_dir_is_found():
-    shared = datasets.shared_data_dir()
-    assert shared is not None and (shared / "gsm8k" / "test.jsonl").is_file()
+def test_loaders_read_the_fixture_files(fixture_data_dir):
+    """Every file loader on the committed fixtures (each set's real file format)."""
+    d = fixture_data_dir
+    gsm = datasets.load_gsm8k(d)
+    assert (len(gsm["train"]), len(gsm["test"])) == (8, 4)
+    assert gsm["train"][7].target == "1030" and gsm["test"][0].target == "32"  # '#### 1,030' loses its comma
+    math = datasets.load_math500(d)["test"]
+    assert len(math) == 9 and math[0].target == "\\frac{5}{6}" and math[0].id == "math500/test/prealgebra/901"
+    drop = datasets.load_drop(d)["dev"]  # gzipped
+    assert len(drop) == 9 and drop[1].target == ["2800", "2,800"]
+    hotpot = datasets.load_hotpotqa(d)["validate"]
+    assert len(hotpot) == 9 and len(hotpot[0].fields["paragraphs"]) == 10 and hotpot[0].id == "hotpotqa/fixture00"
+    assert [len(datasets.load_mgsm(lang, d)["test"]) for lang in ("de", "en", "ja")] == [9, 2, 2]
+    assert datasets.load_mgsm("de", d)["test"][8].target == "24000"
+    assert datasets.mmlu_subjects(d) == ["abstract_algebra", "anatomy"]
+    mmlu = datasets.load_mmlu("abstract_algebra", d)["test"]
+    assert mmlu[2].fields["choices"][0] == "True, True" and mmlu[2].target == "C"  # a quoted CSV field
+    mbpp = datasets.load_mbpp(d)  # the sanitized set is preferred
+    assert {k: sorted(r.meta["task_id"] for r in v) for k, v in mbpp.items()} == {
+        "train": [2, 7, 605], "validation": [512, 530, 545], "test": [11, 17, 101, 230]}
+    assert "import math" in next(r for r in mbpp["test"] if r.meta["task_id"] == 11).meta["test"]
+    humaneval = datasets.load_humaneval(d)["test"]
+    assert len(humaneval) == 6 and humaneval[0].meta["entry_point"] == "add_numbers"
+
+
+def test_mbpp_full_set_format(fixture_data_dir, tmp_path):
+    (tmp_path / "mbpp").mkdir()
+    (tmp_path / "mbpp" / "mbpp.jsonl").write_bytes((fixture_data_dir / "mbpp" / "mbpp.jsonl").read_bytes())
+    mbpp = datasets.load_mbpp(tmp_path)
+    assert sum(len(v) for v in mbpp.values()) == 10
+    gcd = next(r for r in mbpp["test"] if r.meta["task_id"] == 11)
+    assert gcd.fields["prompt"].startswith("Write a function to find the greatest")
+    assert "import math" in gcd.meta["test"]
+
+
+def test_data_comes_from_the_cache_when_no_folder_is_given(fixture_data_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv(datasets.ENV_DATA_DIR)
+    monkeypatch.setenv(datasets.ENV_CACHE, str(tmp_path))
+    cached = tmp_path / "data" / "math500" / "test.jsonl"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes((fixture_data_dir / "math500" / "test.jsonl").read_bytes())
+    assert datasets.locate("math500", ["math500/test.jsonl"]) == cached
+
+
+class _Response(io.BytesIO):
+    """What urlopen returns, for a download that serves ``data``."""
+
+
+def _serve(monkeypatch, data=None, error=None):
+    calls = []
+
+    def urlopen(request, timeout=None):
+        calls.append(request.full_url)
+        if error is not None:
+            raise error
+        return _Response(data)
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", urlopen)
+    return calls
+
+
+@pytest.fixture
+def online(tmp_path, monkeypatch):
+    """No data folder, an empty cache, downloads allowed (urlopen is replaced by each test)."""
+    monkeypatch.delenv(datasets.ENV_DATA_DIR)
+    monkeypatch.delenv(datasets.ENV_OFFLINE, raising=False)
+    monkeypatch.setenv(datasets.ENV_CACHE, str(tmp_path))
+    return tmp_path / "data"
+
+
+def test_download_is_checked_against_its_sha256(online, fixture_data_dir, monkeypatch):
+    body = (fixture_data_dir / "math500" / "test.jsonl").read_bytes()
+    source = datasets.Source("math500/test.jsonl", "https://example.invalid/test.jsonl",
+                             hashlib.sha256(body).hexdigest())
+    monkeypatch.setitem(datasets.SOURCES, "math500", [source])
+    calls = _serve(monkeypatch, data=body)
+    assert len(get_task("math500").split("test")) > 0
+    assert calls == [source.url] and (online / "math500" / "test.jsonl").read_bytes() == body
+
+    (online / "math500" / "test.jsonl").unlink()
+    _serve(monkeypatch, data=body + b"{}\n")  # the source changed
+    with pytest.raises(DataError) as info:
+        datasets.locate("math500", ["math500/test.jsonl"])
+    message = str(info.value)
+    assert "sha256" in message and datasets.ENV_DATA_DIR in message and "\n" not in message
+    assert not (online / "math500").exists() or not any((online / "math500").iterdir())
+
+
+def test_failed_download_is_one_line_saying_how_to_use_a_local_copy(online, monkeypatch):
+    import urllib.error
+
+    _serve(monkeypatch, error=urllib.error.URLError(OSError(-3, "Temporary failure in name resolution")))
+    with pytest.raises(DataError) as info:
+        get_task("gsm8k").sizes()
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 200, message
+    assert "gsm8k" in message and datasets.ENV_DATA_DIR in message and "--data-dir" in message
+    assert "name resolution" in message
+
+
+def test_offline_never_downloads(online, monkeypatch):
+    monkeypatch.setenv(datasets.ENV_OFFLINE, "1")
+    calls = _serve(monkeypatch, data=b"")
+    with pytest.raises(DataError, match=datasets.ENV_OFFLINE):
+        get_task("drop").sizes()
+    assert calls == []
 
 
 # ---------------------------------------------------------------------------------------------
