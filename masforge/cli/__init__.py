@@ -2,9 +2,20 @@
 
 :mod:`.commands` holds the top-level commands (run, evaluate, search, tasks, genome, seeds, report);
 :mod:`.archive`, :mod:`.export` and :mod:`.models` are sub-apps; :mod:`.console` prints one red line per
-user error.
+user error. ``app`` and ``main`` are loaded on first use, so ``python -m masforge.cli.archive`` runs a
+sub-app without importing the others first.
 """
 
-from masforge.cli.commands import app, main
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from masforge.cli import commands
+
+        return getattr(commands, name)
+    raise AttributeError(f"module 'masforge.cli' has no attribute {name!r}")
