@@ -1,6 +1,7 @@
-"""End to end on the embedded local model (llama.cpp + Qwen2.5-Coder-0.5B): a small HumanEval evaluation of the
-cot seed, and ``masforge run seeds/cot.yaml`` answering a question. Marked ``local_model``; skipped cleanly
-without llama-cpp-python or the pulled weights. Short generations keep both to a couple of minutes on 2 cores."""
+"""End to end on the embedded local model (llama.cpp + Qwen2.5-Coder-0.5B): small HumanEval evaluations of the
+cot and io seeds (io must keep the model's competence), and ``masforge run seeds/cot.yaml`` answering a
+question. Marked ``local_model``; skipped cleanly without llama-cpp-python or the pulled weights. Short
+generations keep these to a few minutes on 2 cores."""
 
 from __future__ import annotations
 
@@ -64,6 +65,23 @@ def test_cot_on_three_humaneval_problems(qwen):
             assert ex.error_kind and ex.score == 0.0
     lo, hi = report.ci
     assert 0.0 <= lo <= report.score <= hi <= 1.0
+
+
+def test_io_keeps_the_models_competence_on_humaneval(qwen):
+    """The io seed through masforge (plain adapter, the embedded model's default) solves at least 2 of the
+    first 5 HumanEval validation problems: through dspy's ChatAdapter the 0.5B model solved none."""
+    from masforge.evaluators.runner import Evaluator
+    from masforge.evaluators.tasks import get_task
+    from masforge.runtime.lm import LMClient, parse_lm
+    from masforge.seeds import load_seed
+
+    cfg = parse_lm("local")
+    assert cfg.resolved_adapter == "plain" and cfg.temperature == 0.0
+    client = LMClient({"worker": cfg}, cache=False)
+    report = Evaluator(get_task("humaneval"), client, limit=5, concurrency=1,
+                       example_timeout_s=600).evaluate(load_seed("io"))
+    assert report.n == 5 and not [e for e in report.examples if e.error_kind in INFRASTRUCTURE]
+    assert sum(report.scores) >= 2, [(e.example_id, e.error_kind, e.details.get("error")) for e in report.examples]
 
 
 def _panel_text(output: str, title: str) -> str:
