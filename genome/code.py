@@ -21,13 +21,17 @@ from masforge.genome.schema import Genome
 from masforge.genome.validate import validate
 from masforge.runtime.lm import LMClient
 from masforge.runtime.sandbox import SandboxLimits, run_python
+from masforge.runtime.standalone.code_system import (
+    MAX_LLM_CALLS_PER_RUN,
+    MAX_TOOL_CALLS_PER_RUN,
+    forward_outputs,
+    llm_messages,
+)
 from masforge.runtime.tools import get_tool
 from masforge.runtime.trace import agent_call, recording
 
 RPC_NAMES = ("llm", "tool")
 TIMED_RPC_NAMES = ("tool",)
-MAX_LLM_CALLS_PER_RUN = 50
-MAX_TOOL_CALLS_PER_RUN = 50
 
 
 class CodeSystem:
@@ -59,11 +63,8 @@ class CodeSystem:
             unknown = set(call) - set(names)
             if unknown:
                 raise TypeError(f"llm() got unexpected argument {sorted(unknown)[0]!r}")
-            messages = []
-            if call.get("system"):
-                messages.append({"role": "system", "content": str(call["system"])})
-            messages.append({"role": "user", "content": str(call.get("prompt", ""))})
             temp = call.get("temperature")
+            messages = llm_messages(call.get("prompt", ""), call.get("system"))
             return self.client.complete(messages, alias=str(call.get("lm") or "worker"),
                                         temperature=float(temp) if temp is not None else None,
                                         sample=int(call.get("sample") or 0)).text
@@ -81,17 +82,12 @@ class CodeSystem:
                 tb = (res.traceback or "").strip().splitlines()[-3:]
                 detail = f" | {' / '.join(tb)}" if tb else ""
                 raise SystemRunError(f"code genome failed ({res.error_kind}): {res.error}{detail}"[:800])
-            value = res.value
-            if isinstance(value, str) and len(self.genome.outputs) == 1:
-                value = {self.genome.outputs[0]: value}
-            if not isinstance(value, dict):
-                raise SystemRunError(f"forward() must return a dict with {self.genome.outputs}, "
-                                     f"got {type(value).__name__}")
-            absent = [k for k in self.genome.outputs if k not in value]
-            if absent:
-                raise SystemRunError(f"forward() returned no '{absent[0]}' (outputs: {self.genome.outputs})")
-            call.outputs = {k: value[k] for k in self.genome.outputs}
+            try:
+                call.outputs = forward_outputs(res.value, self.genome.outputs)
+            except ValueError as exc:
+                raise SystemRunError(str(exc)) from None
         return SystemResult(outputs=dict(call.outputs), trace=trace, candidates=[dict(call.outputs)])
 
 
-__all__ = ["CodeSystem", "RPC_NAMES", "BudgetExceeded", "MasforgeError"]
+__all__ = ["MAX_LLM_CALLS_PER_RUN", "MAX_TOOL_CALLS_PER_RUN", "RPC_NAMES", "BudgetExceeded", "CodeSystem",
+           "MasforgeError"]

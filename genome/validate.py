@@ -13,9 +13,7 @@ from masforge.errors import GenomeError
 from masforge.genome.graph import agent_edges, is_cyclic, predecessors, reaches, strongly_connected
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
-
-JUDGE_INPUT = "candidates"
-MESSAGES_INPUT = "messages"
+from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
 
 
 def available_inputs(genome: Genome, agent: Agent) -> list[str]:

@@ -11,7 +11,7 @@ from masforge.genome.compile import agent_adapter, compile_genome
 from masforge.genome.schema import Agent, Genome
 from masforge.runtime.adapters import make_adapter, resolve_adapter
 from masforge.runtime.lm import LMClient, LMConfig, parse_lm
-from masforge.runtime.plain_adapter import PlainAdapter, split_final_answer
+from masforge.runtime.standalone.plain_adapter import PlainAdapter, split_final_answer
 from masforge.seeds import load_seed
 from masforge.testing import ScriptedResponder
 

@@ -26,16 +26,29 @@ def export(
                                           "<run folder>/archive).")] = DEFAULT_ARCHIVE,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: standard output).")]
     = None,
+    lm: Annotated[str | None, typer.Option("--lm", help="Default LM of a Python export (default: the LM the system "
+                                           "was found with in the archive; a seed or file: $MASFORGE_LM or the "
+                                           "embedded model 'local').")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Endpoint of --lm (an OpenAI-compatible "
+                                                 "server).")] = None,
 ) -> None:
     """Export a system: a standalone Python module (needs only dspy and litellm) or its genome as YAML/JSON."""
-    from masforge.export import EXPORT_FORMATS, export_genome, resolve_genome, write_export
+    from dataclasses import replace
+
+    from masforge.export import EXPORT_FORMATS, export_genome, resolve_export, write_export
+    from masforge.runtime.lm_config import parse_lm
 
     with user_errors():
         fmt = fmt.lower()
         if fmt not in EXPORT_FORMATS:
             raise ConfigError(f"unknown --format '{fmt}' (use {', '.join(EXPORT_FORMATS)})")
-        genome = resolve_genome(ref, archive)
-        text = export_genome(genome, fmt, filename=output.name if output and fmt == "python" else None)
+        if api_base and not lm:
+            raise ConfigError("--api-base needs --lm (e.g. --lm openai/<model> --api-base http://HOST:PORT/v1)")
+        genome, found = resolve_export(ref, archive)
+        cfg = parse_lm(lm) if lm else (found or parse_lm(None))
+        if api_base:
+            cfg = replace(cfg, api_base=api_base)
+        text = export_genome(genome, fmt, filename=output.name if output and fmt == "python" else None, lm=cfg)
         if output is None:
             sys.stdout.write(text)
             return
@@ -43,9 +56,11 @@ def export(
         what = {"python": "standalone Python module", "yaml": "genome (YAML)", "json": "genome (JSON)"}[fmt]
         err_console.print(f"wrote {what} of {genome.name} ({genome.short_id}) to {output}")
         if fmt == "python":
-            hint = (f'run it: python {output} "your question" --model openai/gpt-4o-mini' if genome.kind == "config"
-                    else "it is machine-written code: run it only in a sandbox")
-            err_console.print(hint, highlight=False)
+            how = "the one it was found with" if found is not None and not lm else "its default"
+            hint = f'run it: python {output} "your question"   (LM: {cfg.model}, {how}; --model to change)'
+            if genome.kind == "code":
+                hint += "; it is machine-written code: run it only in a sandbox"
+            err_console.print(hint, highlight=False, soft_wrap=True)
 
 
 def report(

@@ -1,48 +1,12 @@
-"""Prompt adapters: how a dspy module talks to its LM, as a named, swappable choice.
+"""Prompt adapters, as the rest of masforge names them: the implementation is in
+:mod:`masforge.runtime.standalone.adapters` (an exported system carries it along), re-exported here."""
 
-* ``chat``: dspy's ChatAdapter (``[[ ## field ## ]]`` sections; falls back to JSON on a parse failure).
-* ``json``: dspy's JSONAdapter (one JSON object; structured output where the provider supports it).
-* ``plain``: :class:`PlainAdapter`, for small and local models. The role, instructions and inputs go out
-  as one ordinary chat message, and the reply is read leniently: a single-output module takes the whole
-  reply (a code answer keeps its fenced block), chain of thought reads the text after a plain-words
-  "Final answer:" marker (else the last code block, else the last line), and several outputs are
-  labelled sections. Format alone never fails an example when an answer can be recovered.
-* ``auto``: ``plain`` for the embedded local model, ``chat`` for everything else.
+from masforge.runtime.standalone.adapters import (
+    ADAPTERS,
+    AdapterName,
+    choose_adapter,
+    make_adapter,
+    resolve_adapter,
+)
 
-A small model loses most of its skill inside a heavy structured format (measured on the 0.5B embedded
-model: HumanEval 0/8 through ChatAdapter against 4/8 in plain chat, ``bench/results/fidelity.txt``).
-"""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    import dspy
-
-ADAPTERS = ("auto", "chat", "json", "plain")
-AdapterName = Literal["auto", "chat", "json", "plain"]
-
-
-def resolve_adapter(name: str | None, *, local: bool) -> str:
-    """The concrete adapter for ``name`` (``auto``/None: ``plain`` on the local model, else ``chat``)."""
-    if name in (None, "", "auto"):
-        return "plain" if local else "chat"
-    if name not in ADAPTERS:
-        raise ValueError(f"unknown adapter '{name}'; use one of {', '.join(ADAPTERS)}")
-    return name
-
-
-def make_adapter(name: str) -> dspy.Adapter:
-    """A dspy adapter instance for a concrete adapter name (see :func:`resolve_adapter`)."""
-    import dspy
-
-    if name == "plain":
-        from masforge.runtime.plain_adapter import PlainAdapter
-
-        return PlainAdapter()
-    if name == "json":
-        return dspy.JSONAdapter()
-    if name == "chat":
-        return dspy.ChatAdapter()
-    raise ValueError(f"adapter '{name}' is not concrete; resolve it first (chat, json or plain)")
+__all__ = ["ADAPTERS", "AdapterName", "choose_adapter", "make_adapter", "resolve_adapter"]

@@ -26,6 +26,9 @@ class MasforgeLM(dspy.BaseLM):
         self.client = client
         self.alias = alias
         self.sample = sample
+        # What the agents' ``auto`` prompt adapter resolves against (masforge.runtime.standalone.system).
+        self.adapter = cfg.adapter
+        self.is_local = cfg.is_local
 
     def forward(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                 **kwargs: Any) -> Any:

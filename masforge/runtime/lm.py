@@ -22,6 +22,7 @@ from masforge.runtime.endpoint import PLAIN_EXTRA, Endpoint, EndpointError, cata
 from masforge.runtime.ledger import Budget, Completion, Ledger  # noqa: E402
 from masforge.runtime.lm_cache import LMCache, default_cache_path  # noqa: E402
 from masforge.runtime.lm_config import LMConfig, check_credentials, parse_lm, with_temperature  # noqa: E402
+from masforge.runtime.standalone.connect import completion_request  # noqa: E402
 from masforge.runtime.trace import LMCall, note_lm_call  # noqa: E402
 
 __all__ = ["Budget", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger", "Messages",
@@ -180,17 +181,11 @@ class LMClient:
                                                response_format, start)
         import litellm
 
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temp, "max_tokens": mtok,
-                                  "timeout": cfg.timeout_s, "num_retries": 0, "drop_params": True, **cfg.extra}
-        if api_base:
-            kwargs["api_base"] = api_base
-        if api_key:
-            kwargs["api_key"] = api_key
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-        if temp > 0:
-            kwargs["seed"] = self.seed * 1000 + sample
-        resp = litellm.completion(**kwargs)
+        # Retries are ours (_call_with_retries), so litellm makes one attempt.
+        resp = litellm.completion(**completion_request(
+            model, messages, temperature=temp, max_tokens=mtok, api_base=api_base, api_key=api_key,
+            timeout_s=cfg.timeout_s, num_retries=0, extra=cfg.extra, response_format=response_format,
+            seed=self.seed, sample=sample))
         text = resp.choices[0].message.content or ""
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)

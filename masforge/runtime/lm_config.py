@@ -14,14 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from masforge.errors import ConfigError
-
-# API-key environment variables by provider prefix, to say which one is missing.
-_KEY_ENV = {
-    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY",
-}
-_KEYLESS_PREFIXES = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile")
+from masforge.runtime.standalone.connect import missing_key_env
 
 
 @dataclass(frozen=True)
@@ -108,13 +101,8 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
 
 def check_credentials(cfg: LMConfig) -> None:
     """Fail early, in one line, if a hosted model's API key is missing."""
-    if cfg.is_local or cfg.is_fake or cfg.api_base:
-        return
-    provider = cfg.model.split("/", 1)[0]
-    if provider in _KEYLESS_PREFIXES:
-        return
-    env = cfg.api_key_env or _KEY_ENV.get(provider)
-    if env and not os.environ.get(env):
+    env = missing_key_env(cfg.model, cfg.api_base, cfg.api_key_env)
+    if env:
         raise ConfigError(f"LM '{cfg.model}' needs the API key in ${env}: export {env}=... "
                           "or run without --lm to use the embedded local model")
 

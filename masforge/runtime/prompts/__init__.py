@@ -1,8 +1,9 @@
 """Prompt templates live as text files next to the code that uses them; this loads and fills them.
 
 The runtime's own templates (agent roles, plain-chat formats, program-of-thought, refine) sit in this
-package; other packages (e.g. ``masforge.search.prompts``) keep theirs in their own folder and load them
-with a :class:`Templates` of their own, so every template file is read and filled the same way.
+package and are filled by :mod:`masforge.runtime.standalone.prompts` (an exported system carries them as a
+literal); other packages (e.g. ``masforge.search.prompts``) keep theirs in their own folder and load them
+with a :class:`Templates` of their own.
 """
 
 from __future__ import annotations
@@ -34,8 +35,3 @@ class Templates:
     def render(self, name: str, **values: object) -> str:
         """``<name>.txt`` with ``$placeholders`` filled (unknown ones left as they are)."""
         return Template(self.template(name)).safe_substitute({k: str(v) for k, v in values.items()})
-
-
-_RUNTIME = Templates(__name__)
-template = _RUNTIME.template
-render = _RUNTIME.render

@@ -1,4 +1,4 @@
-"""The ``plain`` prompt adapter: ordinary chat for small and local models (see :mod:`masforge.runtime.adapters`).
+"""The ``plain`` prompt adapter: ordinary chat for small and local models (see :mod:`.adapters`).
 
 One user message holds the instructions, the inputs (a single input verbatim, several as labelled blocks)
 and, only when the module needs more than one output, a short note on the reply's form. Replies are read
@@ -17,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
-from masforge.runtime.prompts import render
+from masforge.runtime.standalone.prompts import render_prompt
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
 _WORKING = ("reasoning", "rationale", "next_thought", "thought")
@@ -102,19 +102,20 @@ class PlainAdapter(dspy.Adapter):
         if len(outs) == 1:
             name, field = outs[0]
             kind = _kind(field.annotation)
-            return "" if kind == "str" else render(f"plain_{kind}", options=_options(field.annotation))
+            return "" if kind == "str" else render_prompt(f"plain_{kind}", options=_options(field.annotation))
         if len(answers) == 1 and len(working) == 1 and outs[0][0] in _WORKING:
             # Chain of thought: reasoning, then the answer after a marker in plain words.
-            kind = _kind(answers[0][1].annotation)
-            hint = "" if kind == "str" else " " + render(f"plain_{kind}", options=_options(answers[0][1].annotation))
-            return render("plain_cot", hint=hint)
+            annotation = answers[0][1].annotation
+            kind = _kind(annotation)
+            hint = "" if kind == "str" else " " + render_prompt(f"plain_{kind}", options=_options(annotation))
+            return render_prompt("plain_cot", hint=hint)
         lines = []
         for name, field in outs:
             desc = _description(field, name)
             kind = _kind(field.annotation)
-            form = render(f"plain_{kind}", options=_options(field.annotation)) if kind != "str" else ""
+            form = render_prompt(f"plain_{kind}", options=_options(field.annotation)) if kind != "str" else ""
             lines.append(f"{label(name)}: " + " ".join(p for p in (desc, form) if p).strip())
-        return render("plain_sections", sections="\n".join(lines))
+        return render_prompt("plain_sections", sections="\n".join(lines))
 
     def format_assistant_message_content(self, signature: type[Signature], outputs: dict[str, Any],
                                          missing_field_message: str | None = None) -> str:

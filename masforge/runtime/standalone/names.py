@@ -1,0 +1,6 @@
+"""The input fields the runtime fills for an agent (a genome's signatures may name them)."""
+
+MESSAGES_INPUT = "messages"
+"""The input field through which an agent reads its agent predecessors' outputs."""
+JUDGE_INPUT = "candidates"
+"""The input field through which a judge reads the candidates."""
