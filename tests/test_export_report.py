@@ -12,6 +12,7 @@ programs for program_of_thought and stops or continues refine loops.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -175,13 +176,19 @@ for name, module in modules.items():
     for responder_name, questions in job["responders"].items():
         for q in questions:
             recorder = Recorder(RESPONDERS[responder_name])
-            program = module.build(lm=ResponderLM(recorder))
+            lm = ResponderLM(recorder)
+            for attr, value in job.get("lm_attrs", {}).items():  # e.g. the LM's prompt adapter choice
+                setattr(lm, attr, value)
+            program = module.build(lm=lm)
             try:
                 outputs = program.run(**{k: q for k in module.INPUTS})[0]
             except Exception as exc:
                 outputs = "error: " + type(exc).__name__
             if isinstance(outputs, dict):  # calling the dspy.Module gives the same, as a Prediction
-                again = module.build(lm=ResponderLM(RESPONDERS[responder_name]))(**{k: q for k in module.INPUTS})
+                lm = ResponderLM(RESPONDERS[responder_name])
+                for attr, value in job.get("lm_attrs", {}).items():
+                    setattr(lm, attr, value)
+                again = module.build(lm=lm)(**{k: q for k in module.INPUTS})
                 assert dict(again) == outputs, (dict(again), outputs)
             results["%s|%s|%s" % (name, responder_name, q)] = {"outputs": outputs, "calls": recorder.calls}
 json.dump({"standalone": standalone, "results": results}, open(sys.argv[3], "w", encoding="utf-8"))
@@ -194,7 +201,8 @@ def _responder_namespace() -> dict[str, Any]:
     return ns
 
 
-def _masforge_side(genome_path_or_genome: Any, responders: dict[str, list[str]]) -> dict[str, Any]:
+def _masforge_side(genome_path_or_genome: Any, responders: dict[str, list[str]],
+                   lm: Any = "fake") -> dict[str, Any]:
     ns = _responder_namespace()
     genome = genome_path_or_genome if not isinstance(genome_path_or_genome, Path) else load_genome(
         genome_path_or_genome)
@@ -202,7 +210,7 @@ def _masforge_side(genome_path_or_genome: Any, responders: dict[str, list[str]])
     for responder_name, questions in responders.items():
         for q in questions:
             recorder = ns["Recorder"](ns["RESPONDERS"][responder_name])
-            system = compile_genome(genome, LMClient({"worker": "fake"}, cache=False, responder=recorder))
+            system = compile_genome(genome, LMClient({"worker": lm}, cache=False, responder=recorder))
             try:
                 outputs: Any = system(**{k: q for k in genome.inputs}).outputs
             except Exception as exc:
@@ -211,11 +219,13 @@ def _masforge_side(genome_path_or_genome: Any, responders: dict[str, list[str]])
     return out
 
 
-def _run_exported(tmp: Path, modules: dict[str, Path], responders: dict[str, list[str]]) -> dict[str, Any]:
-    """Run exported modules in one fresh interpreter; returns its JSON report."""
+def _run_exported(tmp: Path, modules: dict[str, Path], responders: dict[str, list[str]],
+                  lm_attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run exported modules in one fresh interpreter (``lm_attrs`` set on its LMs); returns its JSON report."""
     tmp.mkdir(parents=True, exist_ok=True)
     job, harness, responder, result = (tmp / n for n in ("job.json", "harness.py", "responder.py", "result.json"))
-    job.write_text(json.dumps({"modules": {k: str(v) for k, v in modules.items()}, "responders": responders}))
+    job.write_text(json.dumps({"modules": {k: str(v) for k, v in modules.items()}, "responders": responders,
+                               "lm_attrs": lm_attrs or {}}))
     harness.write_text(HARNESS_SRC)
     responder.write_text(RESPONDER_SRC)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -231,6 +241,18 @@ def _assert_same(name: str, mine: dict[str, Any], theirs: dict[str, Any]) -> Non
         assert got["outputs"] == expected["outputs"], f"{name} {key}: outputs differ"
         assert Counter(got["calls"]) == Counter(expected["calls"]), f"{name} {key}: LM calls differ"
         assert expected["calls"], f"{name} {key}: no LM call made"
+
+
+def _assert_no_masforge_dependency(text: str) -> None:
+    """The only masforge import an export holds is the optional one that starts the embedded model where masforge is
+    installed: inside a function and a try that turns its absence into a one-line hint."""
+    lines = re.findall(r"^\s*(?:import|from)\s+masforge\b.*$", text, re.M)
+    assert [ln.strip() for ln in lines] == ["from masforge.runtime.local_model import ensure_local_server"], lines
+    tree = ast.parse(text)
+    tries = [n for n in ast.walk(tree) if isinstance(n, ast.Try)
+             and any(isinstance(b, ast.ImportFrom) and (b.module or "").startswith("masforge") for b in n.body)]
+    assert len(tries) == 1
+    assert any(isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in tries[0].handlers)
 
 
 def _export_to(genome: Any, path: Path) -> Path:
@@ -260,7 +282,7 @@ def test_exported_modules_are_standalone(seed_exports: dict[str, Any]) -> None:
     assert seed_exports["report"]["standalone"], "importing an exported module imported masforge"
     for path in seed_exports["modules"].values():
         text = path.read_text()
-        assert not re.search(r"^\s*(import|from)\s+masforge\b", text, re.M)
+        _assert_no_masforge_dependency(text)
         compile(text, str(path), "exec")
         marker = read_marker(path)
         assert marker is not None and marker["kind"] == "config"
@@ -393,7 +415,8 @@ def test_code_export_warns_and_reproduces_masforge(seed: Path, tmp_path: Path) -
     docstring = text.split('"""')[1]
     assert docstring.lstrip().startswith("WARNING") and "automated search" in docstring and "sandbox" in docstring
     assert " ".join(CODE_WARNING.split()) in " ".join(docstring.split())
-    assert not re.search(r"^\s*(import|from)\s+(masforge|dspy)\b", text, re.M)
+    assert not re.search(r"^\s*(import|from)\s+dspy\b", text, re.M)
+    _assert_no_masforge_dependency(text)
     marker = read_marker(path)
     assert marker is not None and marker["kind"] == "code" and marker["genome_id"] == genome.id
     spec = importlib.util.spec_from_file_location(f"code_{seed.stem}", path)
@@ -512,6 +535,216 @@ def test_exported_command_line_matches_masforge_run(tmp_path: Path) -> None:
             assert ours.exit_code == 0, ours.output
             assert json.loads(result["stdout"]) == json.loads(ours.stdout)["outputs"]
     assert exported[-1]["code"] == 2 and "question" in exported[-1]["stderr"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the prompt adapter travels with the export
+
+
+def _with_adapter(genome: Any, adapter: str) -> Any:
+    agents = [a.model_copy(update={"adapter": adapter}) for a in genome.agents]
+    return genome.model_copy(update={"agents": agents})
+
+
+@pytest.fixture(scope="module")
+def plain_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every config seed exported twice: with every agent's adapter gene set to plain, and unchanged (auto) to be
+    run on an LM whose configuration chooses plain."""
+    tmp = tmp_path_factory.mktemp("plain_exports")
+    genes = {p.stem: _with_adapter(load_genome(p), "plain") for p in CONFIG_SEEDS}
+    gene_modules = {name: _export_to(g, tmp / f"gene_{name}.py") for name, g in genes.items()}
+    auto_modules = {p.stem: tmp / f"{p.stem}.py" for p in CONFIG_SEEDS}
+    for p in CONFIG_SEEDS:
+        _export_to(load_genome(p), auto_modules[p.stem])
+    return {"genes": genes,
+            "gene": _run_exported(tmp / "gene", gene_modules, RESPONDERS),
+            "lm": _run_exported(tmp / "lm", auto_modules, RESPONDERS, lm_attrs={"adapter": "plain"})}
+
+
+@pytest.mark.parametrize("seed", CONFIG_SEEDS, ids=lambda p: p.stem)
+def test_plain_adapter_gene_makes_the_same_requests_as_masforge(seed: Path, plain_exports: dict[str, Any]) -> None:
+    genome = plain_exports["genes"][seed.stem]
+    mine = _masforge_side(genome, RESPONDERS)
+    _assert_same(seed.stem, mine, plain_exports["gene"]["results"])
+    calls = [json.loads(c) for r in mine.values() for c in r["calls"]]
+    assert all("[[ ##" not in m["content"] for c in calls for m in c["messages"]), "not the plain adapter"
+
+
+@pytest.mark.parametrize("seed", CONFIG_SEEDS, ids=lambda p: p.stem)
+def test_lm_configuration_adapter_choice_is_kept_by_the_export(seed: Path, plain_exports: dict[str, Any]) -> None:
+    from masforge.runtime.lm import LMConfig
+
+    mine = _masforge_side(seed, RESPONDERS, lm=LMConfig(model="fake", temperature=0.0, adapter="plain"))
+    _assert_same(seed.stem, mine, plain_exports["lm"]["results"])
+    calls = [json.loads(c) for r in mine.values() for c in r["calls"]]
+    assert all("[[ ##" not in m["content"] for c in calls for m in c["messages"]), "not the plain adapter"
+
+
+def test_exported_system_on_the_embedded_model_makes_masforges_requests(tmp_path: Path) -> None:
+    """A system found on the embedded model runs on it by default, with masforge's auto choice (plain), sending the
+    same request bodies as masforge; the 'embedded model' here is a stub server masforge is pointed at."""
+    from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
+    from masforge.seeds import load_seed
+
+    stub_server = pytest.importorskip("masforge.testing.stub_server")
+    ns = _responder_namespace()
+    bodies: list[dict[str, Any]] = []
+
+    def responder(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+        bodies.append(body)
+        return ns["strict_reply"](messages, {"sample": body.get("seed", 0)})
+
+    question = "What is 6 * 7 + 1?"
+    seeds = ("cot", "self_consistency", "debate", "code_ensemble")
+    paths = [_export_to(load_seed(s), tmp_path / f"{s}.py") for s in seeds]
+    assert all('"model": "local"' in p.read_text() for p in paths)  # masforge's default LM: the embedded model
+    with stub_server.StubServer(responder=responder) as stub:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MASFORGE_CACHE": str(tmp_path / "cache"),
+               EXTERNAL_API_BASE_ENV: stub.api_base}
+        runs = [[str(p), question, "--json"] for p in paths]  # no --model: the LM it was found with
+        (tmp_path / "job.json").write_text(json.dumps({"runs": runs}))
+        (tmp_path / "main_harness.py").write_text(MAIN_HARNESS_SRC)
+        proc = subprocess.run([sys.executable, str(tmp_path / "main_harness.py"), str(tmp_path / "job.json"),
+                               str(tmp_path / "out.json")], capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        exported = json.loads((tmp_path / "out.json").read_text())
+        theirs = list(bodies)
+        bodies.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(EXTERNAL_API_BASE_ENV, stub.api_base)
+            mp.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+            for seed, result in zip(seeds, exported, strict=True):
+                assert result["code"] == 0, result["stderr"][-2000:]
+                ours = CliRunner().invoke(app, ["run", seed, "-i", question, "--lm", "local", "--json", "--no-cache"])
+                assert ours.exit_code == 0, ours.output
+                assert json.loads(result["stdout"]) == json.loads(ours.stdout)["outputs"], seed
+        mine = list(bodies)
+    key = lambda b: json.dumps(b, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, theirs)) == sorted(map(key, mine)) and mine
+    assert all("[[ ##" not in m["content"] for b in mine for m in b["messages"]), "auto should be plain here"
+
+
+# ------------------------------------------------------------------------------------------------
+# the LM a system was found with, and one-line failures
+
+
+BLOCKED_HARNESS_SRC = r'''
+import contextlib
+import io
+import json
+import runpy
+import sys
+
+sys.modules["masforge"] = None  # as if masforge were not installed: `import masforge...` raises ImportError
+job = json.loads(open(sys.argv[1], encoding="utf-8").read())
+result_path = sys.argv[2]
+results = []
+for argv in job["runs"]:
+    sys.argv = argv
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+json.dump(results, open(result_path, "w", encoding="utf-8"))
+'''
+
+
+def test_exports_fail_in_one_line_naming_the_fix(tmp_path: Path) -> None:
+    from masforge.seeds import load_seed
+
+    cot = _export_to(load_seed("cot"), tmp_path / "cot.py")
+    code = _export_to(load_seed("code_ensemble"), tmp_path / "code.py")
+    fake = tmp_path / "fake.py"
+    fake.write_text(export_genome(load_seed("cot"), "python", fake.name, lm="fake"), encoding="utf-8")
+    runs = [[str(cot), "q"], [str(code), "q"],  # the embedded model, masforge absent
+            [str(cot), "q", "--model", "openai/gpt-4o-mini"], [str(code), "q", "--model", "anthropic/claude-x"],
+            [str(fake), "q"], [str(cot), "q", "--model", "gpt-4o"]]
+    (tmp_path / "job.json").write_text(json.dumps({"runs": runs}))
+    (tmp_path / "harness.py").write_text(BLOCKED_HARNESS_SRC)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    proc = subprocess.run([sys.executable, str(tmp_path / "harness.py"), str(tmp_path / "job.json"),
+                           str(tmp_path / "out.json")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "out.json").read_text())
+    needles = (["pip install masforge", "masforge models pull", "--api-base"],
+               ["pip install masforge", "masforge models pull", "--api-base"],
+               ["OPENAI_API_KEY"], ["ANTHROPIC_API_KEY"], ["offline test LM", "--model"], ["provider prefix"])
+    for argv, result, words in zip(runs, results, needles, strict=True):
+        lines = result["stderr"].strip().splitlines()
+        assert result["code"] == 1 and result["stdout"] == "", (argv, result)
+        assert len(lines) == 1 and lines[0].startswith("error: "), (argv, result["stderr"])
+        assert all(w in lines[0] for w in words), (argv, lines[0])
+
+
+def test_export_records_the_lm_it_was_found_with(small_run: Any, tmp_path: Path) -> None:
+    from masforge.export.found_with import found_with, lm_from_key
+    from masforge.runtime.lm import LMConfig, parse_lm
+
+    cand = _searched(small_run, 1)[0]
+    assert found_with(cand.id, small_run.archive_path).model == "fake"  # small_run searched with lm="fake"
+    out = tmp_path / "found.py"
+    res = CliRunner().invoke(app, ["export", cand.id[:12], "-a", str(small_run.archive_path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "LM: fake, the one it was found with" in res.output
+    spec = importlib.util.spec_from_file_location("found_export", out)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    assert module.FOUND_WITH["model"] == "fake" and module.FOUND_WITH["temperature"] == 0.0
+    res = CliRunner().invoke(app, ["export", cand.id[:12], "-a", str(small_run.archive_path), "--lm", "openai/x",
+                                   "--api-base", "http://127.0.0.1:9/v1"])
+    assert res.exit_code == 0, res.output
+    assert '"model": "openai/x"' in res.stdout and '"api_base": "http://127.0.0.1:9/v1"' in res.stdout
+    # a key's settings come back from the run configuration that made it, else from the model's defaults
+    served = LMConfig(model="openai/qwen", api_base="http://h:1/v1", temperature=0.2, adapter="plain")
+    assert lm_from_key(served.key(), [served]) == served
+    assert lm_from_key(parse_lm("local").key()) == parse_lm("local")
+    assert lm_from_key(served.key()).model == "openai/qwen"
+    # the exported key never holds a secret, only the variable's name
+    text = export_genome(load_genome(ROOT / "seeds" / "cot.yaml"), "python", "k.py",
+                         lm=LMConfig(model="openai/gpt-4o", api_key_env="MY_KEY"))
+    assert '"api_key_env": "MY_KEY"' in text
+
+
+def test_exported_runtime_is_masforges_own_source() -> None:
+    """The export carries masforge's runtime modules verbatim (so the two cannot drift), and only the standard
+    library, dspy and litellm are imported by them."""
+    import inspect
+
+    from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, inline
+    from masforge.genome.compile import compile_genome as compile_
+    from masforge.runtime.standalone import code_system, command_line, connect, plain_adapter, system
+
+    text = export_genome(load_genome(ROOT / "seeds" / "react_calculator.yaml"), "python", "r.py")
+    for obj in (system.GraphRunner, system.AgentProgram, system.normalise_answer, system.format_messages,
+                system.copies_temperature, plain_adapter.PlainAdapter, plain_adapter.split_final_answer,
+                connect.completion_request, command_line.command_line):
+        assert inspect.getsource(obj) in text, obj.__name__
+    code = export_genome(load_genome(ROOT / "seeds" / "code_ensemble.py"), "python", "c.py")
+    assert inspect.getsource(code_system.CodeSystem) in code and "import dspy" not in code
+    runner = compile_(load_genome(ROOT / "seeds" / "debate.yaml"), LMClient({"worker": "fake"}, cache=False))
+    assert isinstance(runner.runner, system.GraphRunner)  # masforge runs genomes on the same code
+    inline(sorted({*CONFIG_MODULES, *CODE_MODULES, "python_tool"}))  # names unique, imports allowed
+
+
+def test_inlining_refuses_what_one_file_cannot_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    from masforge.export import inline as inline_mod
+
+    sources = {"a": "import numpy\n\nX = 1\n", "b": "X = 2\n", "c": "def f():\n    import os\n    return os\n"}
+    monkeypatch.setattr(inline_mod, "module_text", lambda name: sources[name])
+    with pytest.raises(ValueError, match="numpy"):
+        inline_mod.inline(["a"])
+    sources["a"] = "X = 1\n"
+    with pytest.raises(ValueError, match="'X' is defined by both a and b"):
+        inline_mod.inline(["a", "b"])
+    text, imports, names = inline_mod.inline_module("c")
+    assert "import os" in text and not imports and names == {"f"}
+
 
 
 # ------------------------------------------------------------------------------------------------

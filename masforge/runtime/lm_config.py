@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from masforge.errors import ConfigError
-from masforge.runtime.standalone.connect import missing_key_env
+from masforge.runtime.standalone.connect import default_sampling, missing_key_env
 
 
 @dataclass(frozen=True)
@@ -87,16 +87,17 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     text = str(spec).strip()
     if not text:
         raise ConfigError("empty LM name: give a litellm model string like openai/gpt-4o-mini, or 'local'")
+    # Greedy on the embedded model (agents that sample, copies and debate, set a temperature): connect's rule,
+    # which an exported system follows too.
+    temperature, max_tokens = default_sampling(text)
     if text == "local" or text.startswith("local:"):
-        # Greedy by default: a 0.5B model is at its best greedy, and a search compares candidates with less
-        # noise when a rerun gives the same answers. Agents that sample (copies, debate) set a temperature.
-        return LMConfig(model=text, max_concurrency=1, max_tokens=1024, temperature=0.0)
+        return LMConfig(model=text, max_concurrency=1, max_tokens=max_tokens, temperature=temperature)
     if text == "fake" or text.startswith("fake:"):
-        return LMConfig(model=text, max_concurrency=64, temperature=0.0)
+        return LMConfig(model=text, max_concurrency=64, max_tokens=max_tokens, temperature=temperature)
     if "/" not in text:
         raise ConfigError(f"LM '{text}' needs a provider prefix (e.g. openai/{text}, anthropic/{text}, "
                           f"ollama/{text}) or use 'local'")
-    return LMConfig(model=text)
+    return LMConfig(model=text, temperature=temperature, max_tokens=max_tokens)
 
 
 def check_credentials(cfg: LMConfig) -> None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from masforge.runtime.standalone.connect import LMSetupError
+from masforge.runtime.standalone.connect import LMSetupError, default_sampling
 
 MODEL_ENV = "MASFORGE_EXPORT_MODEL"
 Answer = Callable[[dict[str, str], dict[str, Any]], dict[str, Any]]
@@ -31,7 +31,7 @@ def command_line(argv: list[str] | None, *, name: str, inputs: list[str], output
     """Parse ``argv``, answer one input and print the outputs; returns the exit code.
 
     ``found_with``: the LM settings the system was found with (model, api_base, api_key_env, temperature,
-    max_tokens, adapter, extra); endpoint and key settings apply only while ``--model`` is that model.
+    max_tokens, adapter, extra); they apply while ``--model`` is that model, another model gets its defaults.
     ``adapters``: the prompt adapter choices ``--adapter`` offers (none: no such option).
     """
     what = "machine-written code exported from masforge; run it only in a sandbox" if machine_written else \
@@ -47,14 +47,14 @@ def command_line(argv: list[str] | None, *, name: str, inputs: list[str], output
                         f"the LM this system was found with, or ${MODEL_ENV}).")
     parser.add_argument("--api-base", help="Endpoint of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...).")
     parser.add_argument("--api-key-env", help="Environment variable that holds the API key.")
-    parser.add_argument("--temperature", type=float, default=float(found_with.get("temperature", 0.7)),
-                        help="Default sampling temperature (default: as found).")
-    parser.add_argument("--max-tokens", type=int, default=int(found_with.get("max_tokens", 1024)))
+    parser.add_argument("--temperature", type=float,
+                        help="Default sampling temperature (default: as found; another --model: its default).")
+    parser.add_argument("--max-tokens", type=int, help="Reply length limit (default: as found).")
     parser.add_argument("--seed", type=int, default=0, help="Base of the provider seeds of sampled calls.")
     if adapters:
-        parser.add_argument("--adapter", choices=adapters, default=str(found_with.get("adapter") or "auto"),
-                            help="Prompt format of agents that leave it to the LM (auto: plain on the embedded "
-                            "model, chat elsewhere).")
+        parser.add_argument("--adapter", choices=adapters,
+                            help="Prompt format of agents that leave it to the LM (default: as found; auto: plain on "
+                            "the embedded model, chat elsewhere).")
     parser.add_argument("--json", action="store_true", help="Print the outputs as JSON.")
     args = parser.parse_args(argv)
     values: dict[str, str] = {}
@@ -68,16 +68,20 @@ def command_line(argv: list[str] | None, *, name: str, inputs: list[str], output
     missing = [f for f in inputs if f not in values]
     if missing:
         parser.error(f"give the input {missing[0]!r} (as the argument or --field {missing[0]}=...)")
-    same = args.model == recorded
+    # The recorded settings belong to the recorded model; another model gets the defaults masforge gives it.
+    found = found_with if args.model == recorded else {}
+    temperature, max_tokens = default_sampling(args.model)
     options: dict[str, Any] = {
         "model": args.model,
-        "api_base": args.api_base or (found_with.get("api_base") if same else None),
-        "api_key_env": args.api_key_env or (found_with.get("api_key_env") if same else None),
-        "temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed,
-        **(dict(found_with.get("extra") or {}) if same else {}),
+        "api_base": args.api_base or found.get("api_base"),
+        "api_key_env": args.api_key_env or found.get("api_key_env"),
+        "temperature": args.temperature if args.temperature is not None else found.get("temperature", temperature),
+        "max_tokens": args.max_tokens or found.get("max_tokens", max_tokens),
+        "seed": args.seed,
+        **dict(found.get("extra") or {}),
     }
     if adapters:
-        options["adapter"] = args.adapter
+        options["adapter"] = args.adapter or found.get("adapter") or "auto"
     try:
         result = answer(values, options)
     except LMSetupError as exc:

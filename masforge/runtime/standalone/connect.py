@@ -29,6 +29,14 @@ def is_local_model(model: str) -> bool:
     return model == "local" or model.startswith("local:")
 
 
+def default_sampling(model: str) -> tuple[float, int]:
+    """(temperature, max_tokens) an LM gets unless told otherwise: greedy on the embedded model (a 0.5B model is
+    at its best greedy, and reruns give the same answers), 0.7 elsewhere."""
+    if is_local_model(model) or model == "fake" or model.startswith("fake:"):
+        return 0.0, 1024
+    return 0.7, 1024
+
+
 def missing_key_env(model: str, api_base: str | None = None, api_key_env: str | None = None) -> str | None:
     """The environment variable a hosted ``model`` needs for its API key, if it is not set (else None)."""
     if is_local_model(model) or model == "fake" or model.startswith("fake:") or api_base:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,11 @@ import dspy
 from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
 from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
 from masforge.runtime.standalone.prompts import render_prompt
+
+# Custom dspy LMs (masforge's, the export's) implement forward(): dspy 3.4 marks that interface deprecated (removal
+# in 3.5; masforge pins <3.5). A sample index on a greedy LM is expected (copies sample only when they need to).
+warnings.filterwarnings("ignore", message=".*BaseLM.forward\\(\\) or aforward\\(\\) is deprecated.*")
+warnings.filterwarnings("ignore", message="rollout_id has no effect when temperature=0.*")
 
 COPIES_TEMPERATURE = 0.7
 """Temperature of an agent's copies when neither the agent nor its LM sets one above 0."""
