@@ -34,8 +34,8 @@ fixed order. The official test set stays `test` where one exists; otherwise `tra
 
 (ARC has one example per test input; a task's test inputs stay in the same split.)
 
-`Task.objective(quality, dollars, cost_weight=...)` is how the search trades quality for cost:
-`quality - cost_weight * dollars`.
+A task says what a system's answers are worth, not what a search maximises: the fitness (quality
+minus weighted cost) belongs to the search (`masforge.search.fitness`).
 """
 
 from __future__ import annotations
@@ -65,22 +65,12 @@ __all__ = [
     "Task",
     "SPLITS",
     "TEMPLATES",
-    "objective",
     "register_task",
     "get_task",
     "list_tasks",
 ]
 
 SPLITS = ("train", "validation", "test")
-
-
-def objective(quality: float, dollars: float, *, cost_weight: float = 0.0) -> float:
-    """The number the search maximises: `quality - cost_weight * dollars`.
-
-    `quality` is a mean score in [0, 1]; `dollars` is what the evaluation cost. With the default
-    `cost_weight=0` only quality counts; with `cost_weight=10` one cent of cost weighs 0.1 quality.
-    """
-    return float(quality) - float(cost_weight) * float(dollars)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,7 +141,6 @@ class Task:
         input_fields: Sequence[str] = ("question",),
         output_field: str = "answer",
         metric_name: str | None = None,
-        cost_weight: float = 0.0,
     ) -> None:
         self.name = name
         self.description = description
@@ -159,7 +148,6 @@ class Task:
         self.output_field = output_field
         self.metric, default_name = _resolve_metric(metric)
         self.metric_name = metric_name or default_name
-        self.cost_weight = cost_weight
         if isinstance(splits, SplitSource):
             self._source: SplitSource = splits
         elif isinstance(splits, Mapping):
@@ -213,12 +201,6 @@ class Task:
             details["raw"] = value
             value = min(1.0, max(0.0, value))
         return Score(value, details)
-
-    def objective(self, quality: float, dollars: float, *, cost_weight: float | None = None) -> float:
-        """`quality - cost_weight * dollars`, with this task's `cost_weight` unless one is given."""
-        return objective(
-            quality, dollars, cost_weight=self.cost_weight if cost_weight is None else cost_weight
-        )
 
     # ----------------------------------------------------------------------------------------
 

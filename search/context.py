@@ -17,6 +17,7 @@ from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.runtime.lm import LMClient
+from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, is_near_duplicate, map_elites, pareto_front
 
 EventFn = Callable[[str, dict[str, Any]], None]
@@ -56,13 +57,15 @@ class SearchContext:
 
     def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: Any, *, run_id: str,
                  limits: SearchLimits | None = None, seed: int = 0, on_event: EventFn | None = None,
-                 strategy: str = "seed") -> None:
+                 strategy: str = "seed", fitness: Fitness | None = None) -> None:
         self.task = task
         self.evaluator = evaluator
         self.client = client
         self.archive = archive
         self.run_id = run_id
         self.limits = limits or SearchLimits()
+        self.fitness = fitness or Fitness()
+        """What selection maximises, the same for every kind of task."""
         self.rng = random.Random(seed)
         self.seed = seed
         self.on_event = on_event
@@ -195,7 +198,7 @@ class SearchContext:
     def _candidate_from(self, p: Proposal, strategy: str, score: float, dollars: float, tokens: float,
                         latency: float, ci: tuple[float, float], failures: dict[str, int], pruned: bool,
                         notes: list[dict[str, Any]]) -> Candidate:
-        fitness = self.task.objective(score, dollars)
+        fitness = self.fitness(score, dollars)
         return Candidate(genome=p.genome, score=score, fitness=fitness, dollars=dollars, tokens=tokens,
                          latency_s=latency, ci=ci, failures=failures, parents=list(p.parents), operator=p.operator,
                          strategy=strategy, rationale=p.rationale, generation=self.generation, pruned=pruned,

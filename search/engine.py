@@ -23,6 +23,7 @@ from masforge.runtime.isolation import sandbox_status
 from masforge.runtime.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, SearchLimits
+from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate
 from masforge.search.progress import SearchProgress
 
@@ -112,9 +113,7 @@ def build_task(cfg: RunConfig) -> Task:
     """The task a configuration names (built-in name or .jsonl path)."""
     if cfg.task.endswith(".jsonl"):
         return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact_match")
-    task = get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
-    task.cost_weight = cfg.cost_weight
-    return task
+    return get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
 
 
 def build_client(cfg: RunConfig, ledger: Ledger) -> LMClient:
@@ -203,7 +202,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
 
     ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
                         limits=SearchLimits(max_candidates=b.max_candidates, patience=b.patience), seed=cfg.seed,
-                        on_event=on_event)
+                        on_event=on_event, fitness=Fitness(cfg.cost_weight))
     ui.attach(ctx)
     stop_reason: str | None = None
     seed_ids: set[str] = set()

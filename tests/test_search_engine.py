@@ -138,6 +138,26 @@ def test_optimize_api_with_callable_objective(tmp_path: Path) -> None:
     assert result.open_archive().best(task=task.name, k=1)
 
 
+PRICED_FAKE = {"model": "fake", "price_in_per_m": 1000.0, "price_out_per_m": 1000.0}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "task object"])
+def test_cost_weight_reaches_every_kind_of_task(tmp_path: Path, kind: str) -> None:
+    """Fitness is the search's: a .jsonl path and a Task object get cost_weight like a built-in task."""
+    from masforge.evaluators.tasks import Task
+
+    path = tmp_path / "sums.jsonl"
+    path.write_text("".join(json.dumps({"question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(10)))
+    task = str(path) if kind == "jsonl" else Task.from_jsonl(path, input="question", target="answer")
+    result = masforge.optimize(task, strategy="random", budget=3, lm=PRICED_FAKE, seeds=["cot", "io"],
+                               output=tmp_path / "runs", limit=2, test_top_k=0, cost_weight=50.0)
+    assert result.candidates and all(c.dollars > 0 for c in result.candidates)
+    for c in result.candidates:
+        assert c.fitness == pytest.approx(c.score - 50.0 * c.dollars)
+    assert result.best is max(result.candidates, key=lambda c: (c.fitness, -c.dollars))
+
+
 def test_search_cli_prints_tables(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["search", "--task", TASK, "--strategy", "random", "--lm", "fake", "-n", "4",
                                    "--limit", "4", "--test-limit", "3", "--seeds", "cot", "-o",

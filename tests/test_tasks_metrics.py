@@ -38,7 +38,6 @@ from masforge.evaluators.tasks import (
     Task,
     get_task,
     list_tasks,
-    objective,
     register_task,
 )
 
@@ -732,13 +731,3 @@ def test_from_callable_with_examples_and_other_output_field():
     assert task.score(test[1], {"result": "6"}).value == 1.0
     with pytest.raises(TaskError, match="lacks input field"):
         Task.from_callable(right, examples=[{"prompt": "x"}])
-
-
-def test_objective_trades_cost():
-    assert objective(0.8, 0.5) == 0.8
-    assert objective(0.8, 0.5, cost_weight=0.2) == pytest.approx(0.7)
-    task = Task.from_callable(lambda o: 1.0)
-    task.cost_weight = 1.0
-    assert task.objective(0.9, 0.1) == pytest.approx(0.8)
-    assert task.objective(0.9, 0.1, cost_weight=0.0) == pytest.approx(0.9)
-    assert math.isfinite(objective(1.0, 0.0, cost_weight=100.0))

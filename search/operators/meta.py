@@ -687,10 +687,7 @@ class MetaAgent:
             return {"task": "(see the system)", "objective": "maximise the task score"}
         task = ctx.task
         desc = " ".join(f"{task.name}: {task.description}".split())
-        objective = f"maximise the {task.metric_name} score (0 to 1)"
-        if task.cost_weight:
-            objective += f" minus {task.cost_weight:g} x dollars per example"
-        return {"task": _cut(desc, 600), "objective": objective}
+        return {"task": _cut(desc, 600), "objective": ctx.fitness.describe(task.metric_name)}
 
     def _examples_text(self, ctx: SearchContext) -> str:
         if ctx.task.name in self._examples:  # some tasks generate their examples; do that once
