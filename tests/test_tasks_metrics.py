@@ -7,7 +7,6 @@ import hashlib
 import importlib.util
 import io
 import json
-import math
 from pathlib import Path
 
 import pytest
