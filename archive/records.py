@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -66,6 +67,13 @@ class ResultRecord:
         self.latency_s = float(self.latency_s)
         self.n, self.tokens, self.llm_calls = int(self.n), int(self.tokens), int(self.llm_calls)
         self.failures = {str(k): int(v) for k, v in self.failures.items()}
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Any], **extra: Any) -> ResultRecord:
+        """The record of an evaluation summary (``EvalReport.summary()``): its fields by name, other keys
+        left out, ``extra`` stored as given. The one place a search turns an evaluation into a result."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "evaluated_at"}
+        return cls(**{k: summary[k] for k in names if k in summary}, extra=dict(extra))
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import sqlite3
@@ -51,11 +52,13 @@ from typing import Any, NamedTuple, TypeVar
 
 import git
 
+from masforge.archive.pareto import pareto_front
 from masforge.archive.records import STATUSES, CandidateRecord, ResultRecord
 from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.diff import diff_genomes, format_diff
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
+from masforge.text import shorten
 
 T = TypeVar("T")
 
@@ -195,11 +198,6 @@ def _build_tree(focus: CandidateRecord, next_of: Callable[[CandidateRecord], lis
 
 def _iso(when: int) -> str:
     return datetime.fromtimestamp(when, UTC).isoformat()
-
-
-def _fit(text: str, limit: int = SUBJECT_MAX) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _safe_name(text: str) -> str:
@@ -985,8 +983,8 @@ class Archive:
             tree["results"] = (_TREE_MODE, self._write_tree(results))
             ci = f" [{result.ci_low:.3f}, {result.ci_high:.3f}]" if result.ci_low is not None and \
                 result.ci_high is not None else ""
-            subject = _fit(f"result {gid[:12]} {result.task}/{result.split}: {result.score:.3f}, "
-                           f"${result.dollars:.4f}, n={result.n}")
+            subject = shorten(f"result {gid[:12]} {result.task}/{result.split}: {result.score:.3f}, "
+                              f"${result.dollars:.4f}, n={result.n}", SUBJECT_MAX)
             body = (f"candidate: {row['name']}\nlm: {result.lm_key}\nscore: {result.score:.4f}{ci}\n"
                     f"dollars: {result.dollars:.6f}  tokens: {result.tokens}  llm calls: {result.llm_calls}  "
                     f"latency: {result.latency_s:.2f} s/example")
@@ -1022,7 +1020,7 @@ class Archive:
             tree = self._candidate_tree(gid, row["tip_sha"])
             tree["meta.json"] = (_BLOB_MODE, self._store("blob", record.meta_json().encode("utf-8")))
             verb = {"promoted": "promote", "pruned": "prune"}[status]
-            subject = _fit(f"{verb} {gid[:12]} ({record.name})")
+            subject = shorten(f"{verb} {gid[:12]} ({record.name})", SUBJECT_MAX)
             tags = {s: f"refs/tags/{s}/{gid[:12]}" for s in ("promoted", "pruned")}
             event, journal, when = self._record_event(
                 verb, gid, tree, [row["tip_sha"]], subject, extra_refs=[tags[status]],
@@ -1094,12 +1092,8 @@ class Archive:
     def front(self, task: str, split: str | None = None) -> list[CandidateRecord]:
         """Quality-vs-dollars Pareto front on ``task`` (max score, min dollars), cheapest first."""
         ranked = self._ranked(task, split, None, None, None, False, "cost", None)
-        chosen: list[str] = []
-        best_score = float("-inf")
-        for gid, score, _ in ranked:  # cheapest first, best score first on equal cost
-            if score is not None and score > best_score:
-                chosen.append(gid)
-                best_score = score
+        front = pareto_front(ranked, score=lambda r: r[1], cost=lambda r: math.inf if r[2] is None else r[2])
+        chosen = [gid for gid, _, _ in front]
         return self._query(lambda db: self._load(db, chosen))
 
     def lineage(self, id_or_prefix: str, depth: int | None = None) -> Lineage:
@@ -1189,7 +1183,7 @@ def _add_message(record: CandidateRecord, genome: Genome, first_parent: Genome |
     child = record.genome_id[:12]
     body: list[str] = []
     if first_parent is None:
-        subject = _fit(f"{record.operator} {child}: {genome.name}")
+        subject = shorten(f"{record.operator} {child}: {genome.name}", SUBJECT_MAX)
         if genome.description:
             body.append(genome.description)
     else:
@@ -1202,8 +1196,8 @@ def _add_message(record: CandidateRecord, genome: Genome, first_parent: Genome |
         else:
             head = f"{record.operator} {'+'.join(p[:8] for p in record.parents)} -> {record.genome_id[:8]}"
         room = SUBJECT_MAX - len(head) - 2 - len(more)
-        subject = f"{head}: {_fit(change, max(room, 12))}{more}"
-        subject = _fit(subject)
+        subject = f"{head}: {shorten(change, max(room, 12))}{more}"
+        subject = shorten(subject, SUBJECT_MAX)
         body.append(f"diff against {first_parent.name} ({record.parents[0][:12]}):\n"
                      + format_diff(first_parent, genome))
     if record.rationale:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import DataError, TaskError
+from masforge.text import shorten
 
 ENV_DATA_DIR = "MASFORGE_DATA_DIR"
 ENV_CACHE = "MASFORGE_CACHE"
@@ -166,7 +167,7 @@ def _reason(exc: BaseException) -> str:
     """A short reason for a failed download (urllib's messages nest the real cause)."""
     inner = getattr(exc, "reason", None)
     text = str(inner if inner is not None else exc).strip() or type(exc).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shorten(text, 80)
 
 
 def _download(url: str, target: Path, dataset: str, rel: str, *, sha256: str | None = None,

@@ -8,6 +8,7 @@ from typing import Any
 
 from masforge.genome.hashing import canonical_dict
 from masforge.genome.schema import Genome
+from masforge.text import shorten
 
 
 @dataclass(frozen=True)
@@ -26,22 +27,21 @@ class Change:
     def __str__(self) -> str:
         if self.diff is not None:
             if "\n" not in self.diff:
-                return f"~ {self.path}: edit {_short(self.diff, 400)}"
+                return f"~ {self.path}: edit {_shown(self.diff, 400)}"
             lines = self.diff.splitlines()
             shown = lines[:60] + ([f"... ({len(lines) - 60} more diff lines)"] if len(lines) > 60 else [])
             old_n, new_n = (len(str(v).splitlines()) for v in (self.old, self.new))
             return f"~ {self.path}: {old_n} -> {new_n} lines\n" + "\n".join("    " + line for line in shown)
         if self.op == "+":
-            return f"+ {self.path}: {_short(self.new)}"
+            return f"+ {self.path}: {_shown(self.new)}"
         if self.op == "-":
-            return f"- {self.path}: {_short(self.old)}"
-        return f"~ {self.path}: {_short(self.old)} -> {_short(self.new)}"
+            return f"- {self.path}: {_shown(self.old)}"
+        return f"~ {self.path}: {_shown(self.old)} -> {_shown(self.new)}"
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as a diff line shows it: text as is, anything else as its repr, shortened."""
+    return shorten(value if isinstance(value, str) else repr(value), limit)
 
 
 def _text_change(path: str, old: str, new: str) -> Change:

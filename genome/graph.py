@@ -93,6 +93,13 @@ def is_cyclic(component: list[str], edges: Iterable[tuple[str, str]]) -> bool:
     return len(component) > 1 or (component[0], component[0]) in set(edges)
 
 
+def cyclic_agents(genome: Genome) -> set[str]:
+    """Ids of the agents that sit on a cycle (they run ``topology.rounds`` times); empty for a DAG."""
+    edges = agent_edges(genome)
+    ids = [a.id for a in genome.agents]
+    return {n for comp in strongly_connected(ids, edges) if is_cyclic(comp, edges) for n in comp}
+
+
 def execution_plan(genome: Genome) -> list[list[str]]:
     """Components in the order they run: a topological order of the condensation, ties by agent order.
 

@@ -8,8 +8,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, MasforgeError
 from masforge.evaluators.runner import EvalReport, Evaluator
@@ -18,7 +20,7 @@ from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.runtime.lm import LMClient
 from masforge.search.fitness import Fitness
-from masforge.search.population import Candidate, is_near_duplicate, map_elites, pareto_front
+from masforge.search.population import Candidate, front, is_near_duplicate
 
 EventFn = Callable[[str, dict[str, Any]], None]
 
@@ -40,6 +42,9 @@ class Proposal:
     parents: list[str] = field(default_factory=list)
     operator: str = "seed"
     rationale: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    """What the proposing strategy needs back when the proposal is observed (its parent, the edit, an optuna
+    trial, ...): a proposal carries its own bookkeeping. Never stored in the archive."""
 
 
 def _failure_notes(report: EvalReport, k: int = 4) -> list[dict[str, Any]]:
@@ -55,14 +60,16 @@ def _failure_notes(report: EvalReport, k: int = 4) -> list[dict[str, Any]]:
 class SearchContext:
     """Shared state of one search run (possibly several strategies in a pipeline)."""
 
-    def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: Any, *, run_id: str,
+    def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: ArchiveLike, *, run_id: str,
                  limits: SearchLimits | None = None, seed: int = 0, on_event: EventFn | None = None,
-                 strategy: str = "seed", fitness: Fitness | None = None) -> None:
+                 strategy: str = "seed", fitness: Fitness | None = None, run_dir: Path | None = None) -> None:
         self.task = task
         self.evaluator = evaluator
         self.client = client
         self.archive = archive
         self.run_id = run_id
+        self.run_dir = run_dir
+        """The run folder, where strategies keep their own state (e.g. tune's optuna study); None: in memory."""
         self.limits = limits or SearchLimits()
         self.fitness = fitness or Fitness()
         """What selection maximises, the same for every kind of task."""
@@ -95,10 +102,7 @@ class SearchContext:
         return sorted(self.population, key=lambda c: (-c.fitness, c.dollars))[:k]
 
     def front(self) -> list[Candidate]:
-        return pareto_front(self.population)
-
-    def elites(self) -> list[Candidate]:
-        return list(map_elites(self.population).values())
+        return front(self.population)
 
     def should_stop(self) -> str | None:
         """Why the search must stop now, or None."""
@@ -186,12 +190,8 @@ class SearchContext:
                                     report.latency_s, report.ci, report.failures, report.pruned, notes)
         self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
                          rationale=p.rationale, generation=self.generation, run=self.run_id)
-        s = report.summary()
-        self.archive.add_result(p.genome.id, ResultRecord(
-            task=s["task"], split=s["split"], lm_key=s["lm_key"], score=s["score"], ci_low=s["ci_low"],
-            ci_high=s["ci_high"], n=s["n"], dollars=s["dollars"], tokens=s["tokens"], llm_calls=s["llm_calls"],
-            latency_s=s["latency_s"], failures=s["failures"],
-            extra={"pruned": report.pruned, "failure_notes": notes, "run": self.run_id}))
+        self.archive.add_result(p.genome.id, ResultRecord.from_summary(
+            report.summary(), pruned=report.pruned, failure_notes=notes, run=self.run_id))
         self._admit(cand, reused=False)
         return cand
 

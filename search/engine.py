@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from masforge.archive.protocol import ArchiveLike, ResumableArchive
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
 from masforge.evaluators.runner import Cascade, Evaluator
@@ -20,12 +21,13 @@ from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
 from masforge.runtime.isolation import sandbox_status
-from masforge.runtime.lm import Budget, Ledger, LMClient, check_credentials, parse_lm
+from masforge.runtime.lm import Budget, Ledger, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, SearchLimits
 from masforge.search.fitness import Fitness
-from masforge.search.population import Candidate
+from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
+from masforge.search.strategies import Strategy, get_strategy
 
 
 @dataclass
@@ -67,9 +69,7 @@ class SearchResult:
 
     @property
     def front(self) -> list[Candidate]:
-        from masforge.search.population import pareto_front
-
-        return pareto_front(self.candidates)
+        return front(self.candidates)
 
     def top(self, k: int = 5) -> list[Candidate]:
         return sorted(self.candidates, key=lambda c: (-c.fitness, c.dollars))[:k]
@@ -116,27 +116,29 @@ def build_task(cfg: RunConfig) -> Task:
     return get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
 
 
-def build_client(cfg: RunConfig, ledger: Ledger) -> LMClient:
+def build_lms(cfg: RunConfig) -> dict[str, LMConfig]:
+    """The run's LM aliases (``worker``, ``meta``), each checked (provider known, API key present)."""
     worker = parse_lm(cfg.lm)
     if cfg.api_base:
         worker = replace(worker, api_base=cfg.api_base)
     meta = parse_lm(cfg.meta_lm) if cfg.meta_lm else worker
     for c in (worker, meta):
         check_credentials(c)
-    return LMClient({"worker": worker, "meta": meta}, ledger=ledger, seed=cfg.seed)
+    return {"worker": worker, "meta": meta}
 
 
-def _load_seed_genomes(names: list[str]) -> list[Genome]:
-    from masforge.genome.io import load_genome
-    from masforge.seeds import load_seed
+def build_pipeline(cfg: RunConfig) -> list[Strategy]:
+    """Every strategy of the pipeline, built with its options checked: done before anything is paid for, so a
+    bad name or option is one line at the start, not a traceback after the seeds were evaluated."""
+    stray = [k for k in cfg.strategy_options if k not in cfg.strategy]
+    if stray:
+        raise ConfigError(f"strategy_options: '{stray[0]}' is not in the pipeline ({', '.join(cfg.strategy)}); "
+                          "add it to strategy or remove its options")
+    return [get_strategy(name, **cfg.strategy_options.get(name, {})) for name in cfg.strategy]
 
-    out = []
-    for ref in names:
-        out.append(load_genome(ref) if Path(ref).suffix in (".yaml", ".yml", ".json", ".py") else load_seed(ref))
-    return out
 
-
-def _spent_in_run(archive: Any, run_id: str, task: str, split: str, lm_key: str) -> tuple[float, int, int]:
+def _spent_in_run(archive: ResumableArchive, run_id: str, task: str, split: str,
+                  lm_key: str) -> tuple[float, int, int]:
     dollars, tokens, calls = 0.0, 0, 0
     for rec in archive.list(run=run_id, include_pruned=True):
         r = archive.get_result(rec.genome_id, task, split, lm_key)
@@ -146,10 +148,14 @@ def _spent_in_run(archive: Any, run_id: str, task: str, split: str, lm_key: str)
 
 
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
-               task: Task | None = None, archive: Any = None, console: Any = None) -> SearchResult:
-    """Run (or resume) a search. ``task``/``archive`` objects may be passed instead of names (API use)."""
-    from masforge.search.strategies import get_strategy
+               task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None) -> SearchResult:
+    """Run (or resume) a search. ``task``/``archive`` objects may be passed instead of names (API use).
 
+    Everything that can be checked is checked before a run folder is made or an LM is called: the
+    strategy pipeline and its options, the LMs (provider and key), the seeds and the task."""
+    from masforge.seeds import resolve_genome
+
+    run_dir: Path | None = None
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / "config.yaml").is_file():
@@ -160,12 +166,15 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k in ("budget", "concurrency")}})
     elif cfg is None:
         raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
-    else:
+    pipeline = build_pipeline(cfg)
+    lms = build_lms(cfg)
+    seeds = [resolve_genome(ref) for ref in cfg.seeds]
+    task_obj = task or build_task(cfg)
+    if run_dir is None:
         run_dir = _new_run_dir(cfg)
         cfg.dump(run_dir / "config.yaml")
     run_id = run_dir.name
 
-    task_obj = task or build_task(cfg)
     if archive is None:
         from masforge.archive.store import Archive
 
@@ -175,15 +184,18 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         archive_path = Path(getattr(archive, "path", run_dir / "archive"))
 
     b = cfg.budget
+    spent = (0.0, 0, 0)
+    if resume is not None:
+        if not isinstance(archive, ResumableArchive):
+            raise ConfigError(f"resume needs an archive that lists its runs ({type(archive).__name__} does not)")
+        spent = _spent_in_run(archive, run_id, task_obj.name, cfg.split, lms["worker"].key())
     ledger = Ledger(Budget(max_dollars=b.max_dollars, max_tokens=b.max_tokens, max_calls=b.max_calls,
-                           max_seconds=b.max_seconds))
-    client = build_client(cfg, ledger)
+                           max_seconds=b.max_seconds), spent_dollars=spent[0], spent_tokens=spent[1],
+                    spent_calls=spent[2])
+    client = LMClient(lms, ledger=ledger, seed=cfg.seed)
     cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
     evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
                           cascade=cascade)
-    if resume is not None:
-        d, t, c = _spent_in_run(archive, run_id, task_obj.name, cfg.split, evaluator.lm_key)
-        ledger.dollars, ledger.prompt_tokens, ledger.calls = d, t, c
 
     ui = SearchProgress(console=console, enabled=progress)
     # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
@@ -202,7 +214,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
 
     ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
                         limits=SearchLimits(max_candidates=b.max_candidates, patience=b.patience), seed=cfg.seed,
-                        on_event=on_event, fitness=Fitness(cfg.cost_weight))
+                        on_event=on_event, fitness=Fitness(cfg.cost_weight), run_dir=run_dir)
     ui.attach(ctx)
     stop_reason: str | None = None
     seed_ids: set[str] = set()
@@ -210,23 +222,20 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         with ui:
             try:
                 if resume is not None:
+                    assert isinstance(archive, ResumableArchive)
                     _restore_run(ctx, archive, run_id)
-                for g in _load_seed_genomes(cfg.seeds):
+                for g in seeds:
                     seed_ids.add(g.id)
                     if ctx.known(g) is None:
                         ctx.try_submit(Proposal(g, [], "seed", "hand-designed seed"), strategy="seed")
-                n_stages = len(cfg.strategy)
-                for i, name in enumerate(cfg.strategy):
-                    options = dict(cfg.strategy_options.get(name, {}))
-                    if name == "tune":
-                        options.setdefault("storage", str(run_dir / "optuna.sqlite3"))
-                    strategy = get_strategy(name, **options)
+                n_stages = len(pipeline)
+                for i, strategy in enumerate(pipeline):
                     if b.max_candidates is not None and i < n_stages - 1:
                         remaining = b.max_candidates - ctx.evaluated
                         ctx.candidate_cap = ctx.evaluated + max(1, remaining // (n_stages - i))
                     else:
                         ctx.candidate_cap = None
-                    ctx.emit("stage", strategy=name)
+                    ctx.emit("stage", strategy=strategy.name, index=i + 1, of=n_stages)
                     strategy.run(ctx)
                     ctx.candidate_cap = None
                 stop_reason = ctx.should_stop() or "strategies finished"
@@ -248,7 +257,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     return result
 
 
-def _restore_run(ctx: SearchContext, archive: Any, run_id: str) -> None:
+def _restore_run(ctx: SearchContext, archive: ResumableArchive, run_id: str) -> None:
     """Put this run's stored candidates back into the population (their results are reused, not paid)."""
     records = sorted(archive.list(run=run_id, include_pruned=True), key=lambda r: r.created_at)
     for rec in records:
@@ -259,10 +268,10 @@ def _restore_run(ctx: SearchContext, archive: Any, run_id: str) -> None:
     ctx.emit("stage", strategy="resume", restored=len(ctx.population))
 
 
-def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMClient, archive: Any,
+def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMClient, archive: ArchiveLike,
                      seed_ids: set[str]) -> list[TestScore]:
     """Finalists (top-k by validation, plus the best seed) on the held-out split, outside the budget."""
-    client.ledger.budget = Budget()  # the search budget is spent; the final check is bounded by test_limit
+    client.ledger.lift_limits()  # the search budget is spent; the final check is bounded by test_limit
     finalists = ctx.best(cfg.test_top_k)
     ranked = ctx.best(len(ctx.population))
     seeds = [c for c in ranked if c.id in seed_ids]
@@ -280,12 +289,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
         prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
         if prev is None or prev.n != len(tester.examples):
             ctx.emit("test", name=cand.genome.name)
-            rep = tester.evaluate(cand.genome)
-            s = rep.summary()
-            prev = ResultRecord(task=s["task"], split=s["split"], lm_key=s["lm_key"], score=s["score"],
-                                ci_low=s["ci_low"], ci_high=s["ci_high"], n=s["n"], dollars=s["dollars"],
-                                tokens=s["tokens"], llm_calls=s["llm_calls"], latency_s=s["latency_s"],
-                                failures=s["failures"], extra={"run": ctx.run_id})
+            prev = ResultRecord.from_summary(tester.evaluate(cand.genome).summary(), run=ctx.run_id)
             archive.add_result(cand.id, prev)
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),

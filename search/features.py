@@ -1,8 +1,12 @@
-"""Numeric descriptors of a genome: for novelty, MAP-Elites cells and the surrogate model."""
+"""Numeric descriptors of a genome: for novelty, MAP-Elites cells, diversity and the surrogate model."""
 
 from __future__ import annotations
 
-from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
+from collections.abc import Sequence
+
+import numpy as np
+
+from masforge.genome.graph import cyclic_agents
 from masforge.genome.schema import MODULE_KINDS, Genome
 
 FEATURE_NAMES = (
@@ -18,9 +22,7 @@ def genome_features(genome: Genome) -> list[float]:
         calls = float(code.count("llm("))
         return [1.0, calls, 0.0, calls, 1.0, 0.0, float(code.count("tool(")), 0.7, float(len(code)),
                 0.0, 0.0, *[0.0] * len(MODULE_KINDS)]
-    edges = agent_edges(genome)
-    ids = [a.id for a in genome.agents]
-    cyclic = any(is_cyclic(c, edges) for c in strongly_connected(ids, edges)) if ids else False
+    cyclic = bool(cyclic_agents(genome))
     temps = [a.temperature if a.temperature is not None else 0.7 for a in genome.agents] or [0.7]
     modules = [sum(1.0 for a in genome.agents if a.module == m) for m in MODULE_KINDS]
     return [
@@ -33,16 +35,27 @@ def genome_features(genome: Genome) -> list[float]:
     ]
 
 
+def feature_matrix(genomes: Sequence[Genome]) -> np.ndarray:
+    """One :func:`genome_features` row per genome."""
+    return np.asarray([genome_features(g) for g in genomes], dtype=float).reshape(len(genomes), -1)
+
+
+def scaled_features(genomes: Sequence[Genome]) -> np.ndarray:
+    """Feature rows as z-scores per column (a column that does not vary is all zero), so distances weigh
+    every feature alike: how novelty, diversity and the meta-agent's archive choice measure difference."""
+    rows = feature_matrix(genomes)
+    if not len(rows):
+        return rows
+    scale = rows.std(axis=0)
+    scale[scale == 0] = 1.0
+    return (rows - rows.mean(axis=0)) / scale
+
+
 def llm_calls_estimate(genome: Genome) -> float:
     """Rough LM calls per example, a cost descriptor for MAP-Elites cells."""
     if genome.kind == "code":
         return max(1.0, float((genome.code or "").count("llm(")))
     per_kind = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3}
-    edges = agent_edges(genome)
-    ids = [a.id for a in genome.agents]
-    cyclic_ids = {n for c in strongly_connected(ids, edges) if is_cyclic(c, edges) for n in c}
-    total = 0.0
-    for a in genome.agents:
-        rounds = genome.topology.rounds if a.id in cyclic_ids else 1
-        total += per_kind[a.module] * a.copies * rounds
-    return total
+    on_cycle = cyclic_agents(genome)
+    return float(sum(per_kind[a.module] * a.copies * (genome.topology.rounds if a.id in on_cycle else 1)
+                     for a in genome.agents))

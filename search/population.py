@@ -1,17 +1,17 @@
-"""The candidates a search has seen, and the ways it picks among them: Pareto front (quality vs cost),
-MAP-Elites cells for quality-diversity, tournaments, and novelty against what exists."""
+"""The candidates a search has seen: their quality-vs-cost front and their novelty against what exists.
+(Picking parents among them is :mod:`masforge.search.selection`.)"""
 
 from __future__ import annotations
 
-import math
-import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from masforge.archive.pareto import pareto_front
 from masforge.genome.schema import Genome
-from masforge.search.features import genome_features, llm_calls_estimate
+from masforge.search.features import genome_features, scaled_features
 
 
 @dataclass
@@ -60,53 +60,21 @@ class Candidate:
         return "\n".join(parts)
 
 
-def pareto_front(cands: list[Candidate]) -> list[Candidate]:
-    """Candidates no other beats on both quality (higher) and dollars per example (lower), by cost."""
-    front: list[Candidate] = []
-    for c in sorted(cands, key=lambda x: (x.dollars, -x.score)):
-        if not front or c.score > front[-1].score:
-            front.append(c)
-    return front
+def front(cands: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates no other beats on both quality (higher) and dollars per example (lower), cheapest first."""
+    return pareto_front(cands, score=lambda c: c.score, cost=lambda c: c.dollars)
 
 
-def tournament(cands: list[Candidate], rng: random.Random, k: int = 3) -> Candidate:
-    """The fittest of ``k`` random candidates."""
-    pool = rng.sample(cands, min(k, len(cands)))
-    return max(pool, key=lambda c: (c.fitness, -c.dollars))
-
-
-def map_elites(cands: list[Candidate], bins: int = 4) -> dict[tuple[int, int], Candidate]:
-    """MAP-Elites archive: the best candidate per cell of (agent count, estimated LM calls per example)."""
-    cells: dict[tuple[int, int], Candidate] = {}
-    for c in cands:
-        agents = len(c.genome.agents) if c.genome.kind == "config" else 1
-        calls = llm_calls_estimate(c.genome)
-        cell = (min(agents, bins) - 1 if agents else 0, min(int(math.log2(max(calls, 1.0))), bins - 1))
-        if cell not in cells or c.fitness > cells[cell].fitness:
-            cells[cell] = c
-    return cells
-
-
-def feature_matrix(genomes: list[Genome]) -> np.ndarray:
-    """Standardisable feature rows for novelty and the surrogate."""
-    return np.asarray([genome_features(g) for g in genomes], dtype=float)
-
-
-def novelty(genome: Genome, others: list[Genome], k: int = 3) -> float:
+def novelty(genome: Genome, others: Sequence[Genome], k: int = 3) -> float:
     """Mean distance to the ``k`` nearest existing genomes in scaled feature space (0: a near-duplicate)."""
     if not others:
         return float("inf")
-    from sklearn.neighbors import NearestNeighbors
-    from sklearn.preprocessing import StandardScaler
-
-    rows = feature_matrix([*others, genome])
-    scaled = StandardScaler().fit_transform(rows)
-    nn = NearestNeighbors(n_neighbors=min(k, len(others))).fit(scaled[:-1])
-    dist, _ = nn.kneighbors(scaled[-1:])
-    return float(dist.mean())
+    z = scaled_features([*others, genome])
+    dist = np.sort(np.linalg.norm(z[:-1] - z[-1], axis=1))
+    return float(dist[: min(k, len(others))].mean())
 
 
-def is_near_duplicate(genome: Genome, others: list[Genome], threshold: float = 1e-6) -> bool:
+def is_near_duplicate(genome: Genome, others: Sequence[Genome], threshold: float = 1e-6) -> bool:
     """Same structure and numbers as an existing genome (only wording differs)."""
     if not others:
         return False

@@ -8,8 +8,8 @@ optimistic prediction (mean plus the spread of the forest's trees) plus a margin
 score. A small exploration rate lets some skipped-looking proposals through anyway, so the surrogate
 keeps seeing evidence against its own mistakes.
 
-Strategies use it through :class:`SurrogateFilter` (``filter(ctx, proposals)``), or any strategy can be
-wrapped with :func:`with_surrogate` without changing its code.
+Any strategy uses it with the option ``surrogate: true``: :class:`masforge.search.strategies.Strategy`
+screens each proposal through a :class:`SurrogateFilter` before the context pays for it.
 """
 
 from __future__ import annotations
@@ -187,20 +187,3 @@ class SurrogateFilter:
         """Counts of checked, skipped and explored proposals plus the model's accuracy."""
         return {"checked": self.checked, "skipped": self.skipped, "explored": self.explored,
                 "accuracy": self.surrogate.accuracy()}
-
-
-def with_surrogate(strategy: Any, surrogate_filter: SurrogateFilter | None = None) -> Any:
-    """Make any strategy (random, evolve, ...) filter its proposals through a :class:`SurrogateFilter`.
-
-    The instance's ``step`` is shadowed by one that filters the original's output, so strategies that
-    know nothing about surrogates gain the option without code changes. The filter is kept on the
-    instance as ``surrogate_filter`` (for its counts). Returns the same instance."""
-    filt = surrogate_filter or SurrogateFilter()
-    inner_step = strategy.step
-
-    def step(ctx: SearchContext) -> list[Proposal]:
-        return filt.filter(ctx, inner_step(ctx))
-
-    strategy.step = step
-    strategy.surrogate_filter = filt
-    return strategy

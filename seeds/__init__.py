@@ -29,12 +29,39 @@ def seed_names() -> list[str]:
     return [p.stem for p in seed_paths()]
 
 
+def _key(name: str) -> str:
+    # `masforge seeds` shows genome names (reflexion-code), files use underscores (reflexion_code): both work.
+    return name.strip().lower().replace("-", "_")
+
+
 def load_seed(name: str) -> Genome:
-    """The seed genome called ``name`` (a file stem such as ``cot``)."""
-    for path in seed_paths():
-        if path.stem == name:
+    """The seed genome called ``name``: its file stem (``reflexion_code``) or its genome name
+    (``reflexion-code``); dashes and underscores are the same."""
+    wanted = _key(name)
+    paths = seed_paths()
+    for path in paths:
+        if _key(path.stem) == wanted:
             return load_genome(path)
-    raise GenomeError(f"unknown seed '{name}' (seeds: {', '.join(seed_names())})")
+    for path in paths:
+        genome = load_genome(path)
+        if _key(genome.name) == wanted:
+            return genome
+    raise GenomeError(f"unknown seed '{name}' (seeds: {', '.join(seed_names())}; see `masforge seeds`)")
+
+
+GENOME_SUFFIXES = (".yaml", ".yml", ".json", ".py")
+
+
+def resolve_genome(ref: str | os.PathLike[str]) -> Genome:
+    """The genome a user names: a genome file (.yaml/.yml/.json/.py) or a seed name. The one place a
+    reference given on the command line, in a run configuration or to the API is turned into a genome."""
+    path = Path(ref)
+    if path.is_file() or path.suffix.lower() in GENOME_SUFFIXES:
+        return load_genome(path)  # a missing file is its own one-line error
+    try:
+        return load_seed(str(ref))
+    except GenomeError:
+        raise GenomeError(f"'{ref}' is neither a genome file nor a seed (seeds: {', '.join(seed_names())})") from None
 
 
 def load_seeds(names: list[str] | None = None) -> list[Genome]:

@@ -752,14 +752,14 @@ def test_inlining_refuses_what_one_file_cannot_hold(monkeypatch: pytest.MonkeyPa
 
 
 def test_report_from_a_real_run(small_run: Any, tmp_path: Path) -> None:
-    from masforge.report import build_report, pareto_front, render_html
+    from masforge.report import build_report, front_of, render_html
 
     data = build_report(small_run.run_dir)
     summary = json.loads((small_run.run_dir / "summary.json").read_text())
     assert data.best is not None and data.best["id"] == summary["best"]["id"]
     assert len(data.candidates) == len(summary["candidates"]) == len(data.progress)
     assert data.median == pytest.approx(summary["median_score"])
-    assert data.front and data.front == pareto_front(data.candidates, data.cost_key)
+    assert data.front and data.front == front_of(data.candidates, data.cost_key)
     assert {r["strategy"] for r in data.strategy_rows} >= {"seed", "random"}
     assert [n.id for n in data.lineage if n.is_best] == [data.best["id"]]
     assert data.progress[-1]["best"] == max(c["score"] for c in data.candidates)

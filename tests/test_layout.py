@@ -12,7 +12,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
 
-# Which layers each layer may import (besides itself and masforge.errors); DESIGN.md's one-way flow.
+# Which layers each layer may import (besides itself and the leaf modules masforge.errors and masforge.text);
+# DESIGN.md's one-way flow.
 ALLOWED = {
     "runtime": set(),
     "genome": {"runtime"},
@@ -24,6 +25,7 @@ ALLOWED = {
     "report": {"archive", "genome"},
     "testing": {"evaluators", "genome", "runtime"},  # test doubles drive the layers they test
 }
+LEAVES = ("errors", "text")
 
 
 def _modules() -> dict[str, Path]:
@@ -101,8 +103,14 @@ def test_no_import_cycles() -> None:
 
 def test_dependencies_point_one_way() -> None:
     wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items() for t in targets
-                   if _layer(m) in ALLOWED and _layer(t) not in ALLOWED[_layer(m)] | {_layer(m), "errors"})
+                   if _layer(m) in ALLOWED and _layer(t) not in ALLOWED[_layer(m)] | {_layer(m), *LEAVES})
     assert wrong == []
+
+
+def test_leaf_modules_import_nothing_of_masforge() -> None:
+    """errors and text are usable from every layer because they depend on none."""
+    graph = _graph()
+    assert {leaf: sorted(graph[f"masforge.{leaf}"]) for leaf in LEAVES} == {leaf: [] for leaf in LEAVES}
 
 
 def test_production_code_never_imports_the_test_doubles() -> None:

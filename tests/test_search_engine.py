@@ -158,6 +158,45 @@ def test_cost_weight_reaches_every_kind_of_task(tmp_path: Path, kind: str) -> No
     assert result.best is max(result.candidates, key=lambda c: (c.fitness, -c.dollars))
 
 
+@pytest.mark.parametrize(("name", "options", "message"), [
+    ("nosuch", {}, "unknown strategy 'nosuch'"),
+    ("meta", {"bogus": 1}, "strategy 'meta': unknown option 'bogus'"),
+    ("evolve", {"population_size": "many"}, "strategy 'evolve': option 'population_size'"),
+    ("evolve", {"selection": "roulette"}, "strategy 'evolve': option 'selection': unknown selection 'roulette'"),
+    ("knapsack", {"probe_mode": "both"}, "strategy 'knapsack': option 'probe_mode'"),
+    ("knapsack", {"budget": -1}, "strategy 'knapsack': option 'budget': must be >= 0"),
+    ("tune", {"knobs": ["colour"]}, "strategy 'tune': option 'knobs': unknown knob 'colour'"),
+    ("coevolve", {"seed_genome": "nosuch"}, "strategy 'coevolve': option 'seed_genome': unknown seed"),
+    ("swarm", {"particles": 0}, "strategy 'swarm': option 'particles': must be at least 1"),
+])
+def test_a_bad_later_stage_fails_before_any_lm_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                                                    options: dict, message: str) -> None:
+    """The whole pipeline is built and checked first: a bad second stage costs no LM call and no run folder."""
+    from masforge.runtime import fake_lm
+
+    calls: list[object] = []
+    real = fake_lm.fake_reply
+    monkeypatch.setattr(fake_lm, "fake_reply", lambda messages, info=None: calls.append(1) or real(messages, info))
+    cfg = _cfg(tmp_path, strategy=["random", name], strategy_options={name: options} if options else {})
+    with pytest.raises(ConfigError) as err:
+        run_search(cfg, progress=False)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert calls == [] and not (tmp_path / "runs").exists()
+
+
+def test_options_of_a_strategy_not_in_the_pipeline_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="strategy_options: 'evolve' is not in the pipeline"):
+        run_search(_cfg(tmp_path, strategy_options={"evolve": {"offspring": 3}}), progress=False)
+
+
+def test_tune_keeps_its_study_in_the_run_folder(tmp_path: Path) -> None:
+    """The engine does not know tune: the strategy finds the run folder on the context."""
+    result = run_search(_cfg(tmp_path, strategy=["tune"], strategy_options={"tune": {"knobs": ["copies"]}}),
+                        progress=False)
+    assert (result.run_dir / "optuna.sqlite3").is_file()
+    assert '"tune"' not in (Path(__file__).parent.parent / "search" / "engine.py").read_text()
+
+
 def test_search_cli_prints_tables(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["search", "--task", TASK, "--strategy", "random", "--lm", "fake", "-n", "4",
                                    "--limit", "4", "--test-limit", "3", "--seeds", "cot", "-o",

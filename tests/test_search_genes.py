@@ -14,7 +14,8 @@ from masforge.runtime.lm import LMClient
 from masforge.search.context import SearchContext, SearchLimits
 from masforge.search.operators import structural
 from masforge.search.operators.hygiene import copied_example, descriptive_name, structural_name
-from masforge.search.operators.meta import MetaAgent, parse_proposal, proposal_json_schema
+from masforge.search.operators.meta import MetaAgent
+from masforge.search.operators.proposal import parse_proposal, proposal_json_schema
 from masforge.search.strategies.tune import Tune
 from masforge.seeds import load_seed
 

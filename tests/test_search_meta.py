@@ -20,8 +20,8 @@ from masforge.genome.validate import problems
 from masforge.runtime.fake_lm import output_fields
 from masforge.runtime.lm import LMClient
 from masforge.search.context import Proposal, SearchContext, SearchLimits
-from masforge.search.operators.meta import (
-    MetaAgent,
+from masforge.search.operators.meta import MetaAgent
+from masforge.search.operators.proposal import (
     ProposalParseError,
     extract_code,
     extract_json,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from masforge.archive.memory import MemoryArchive
+from masforge.errors import ConfigError
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
@@ -17,11 +18,11 @@ from masforge.runtime.fake_lm import output_fields
 from masforge.runtime.lm import LMClient
 from masforge.search.context import Proposal, SearchContext, SearchLimits
 from masforge.search.population import Candidate
-from masforge.search.strategies import get_strategy
+from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.coevolve import Coevolve, instruction_edits, parse_instructions
 from masforge.search.strategies.knapsack import Knapsack, OnlineKnapsack, agent_role, compose, zcl_threshold
 from masforge.search.strategies.tune import Tune
-from masforge.search.surrogate import Surrogate, SurrogateFilter, with_surrogate
+from masforge.search.surrogate import Surrogate, SurrogateFilter
 from masforge.seeds import Component, load_seed
 from masforge.testing import chat_reply
 
@@ -357,10 +358,28 @@ def test_surrogate_filter_skips_hopeless_and_counts():
     assert [p.genome.id for p in kept] == [_probe(5).id, known.id]  # known genomes are free: never skipped
     assert filt.stats()["skipped"] == 1 and filt.stats()["checked"] == 2
 
-    class Dummy:
+
+def test_any_strategy_screens_its_proposals_through_the_surrogate():
+    """surrogate=True is an option of every strategy: a hopeless proposal is screened out before it is paid."""
+    task = _task("x", "surr")
+    ctx = _ctx(task, _tune_responder, max_candidates=len(_cands()) + 1)
+    for c in _cands():
+        ctx.population.append(c)
+        ctx.by_id[c.id] = c
+        ctx.evaluated += 1
+
+    class Fixed(Strategy):
+        name = "fixed"
+        max_idle_steps = 1
+
         def step(self, ctx):
             return [Proposal(_probe(1)), Proposal(_probe(5))]
 
-    wrapped = with_surrogate(Dummy(), SurrogateFilter(Surrogate(min_samples=5), explore=0.0))
-    assert [p.genome.id for p in wrapped.step(ctx)] == [_probe(5).id]
-    assert wrapped.surrogate_filter.skipped == 1
+    strategy = Fixed(surrogate=True)
+    strategy.filter = SurrogateFilter(Surrogate(min_samples=5), explore=0.0)
+    strategy.run(ctx)
+    assert strategy.filter.skipped == 1
+    assert ctx.known(_probe(1)) is None  # screened out: never evaluated
+    assert ctx.known(_probe(5)) is not None
+    with pytest.raises(ConfigError, match="strategy 'random': option 'surrogate_margin'"):
+        get_strategy("random", surrogate=True, surrogate_margin=-1)

@@ -21,6 +21,7 @@ from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
 from masforge.cli.console import console, print_error, short, user_errors
 from masforge.errors import GenomeError, MasforgeError
+from masforge.seeds import resolve_genome
 
 app = typer.Typer(
     help="masforge: a self-evolving designer of multi-agent LLM systems.",
@@ -42,19 +43,6 @@ MetaLmOption = Annotated[str | None, typer.Option("--meta-lm", help="Meta-agent 
 ApiBaseOption = Annotated[
     str | None, typer.Option("--api-base", help="Endpoint for --lm (e.g. a vLLM or Ollama server).")
 ]
-
-
-def load_genome_arg(ref: str) -> object:
-    """A genome from a file path or a seed name (e.g. ``cot``)."""
-    from masforge.genome import load_genome
-    from masforge.seeds import load_seed, seed_names
-
-    path = Path(ref)
-    if path.exists() or path.suffix in (".yaml", ".yml", ".json", ".py"):
-        return load_genome(path)
-    if ref in seed_names():
-        return load_seed(ref)
-    raise GenomeError(f"'{ref}' is neither a genome file nor a seed (seeds: {', '.join(seed_names())})")
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
@@ -98,7 +86,7 @@ def run(
     from masforge.runtime.lm import LMClient
 
     with user_errors():
-        g = load_genome_arg(genome)
+        g = resolve_genome(genome)
         inputs = _parse_fields(field or [])
         if input is not None:
             inputs.setdefault(g.inputs[0], input)
@@ -193,7 +181,7 @@ def evaluate(
     with user_errors():
         from masforge.export import is_exported, load_exported
 
-        g = load_exported(genome) if is_exported(genome) else load_genome_arg(genome)
+        g = load_exported(genome) if is_exported(genome) else resolve_genome(genome)
         t = resolve_task(task, data_dir)
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
@@ -375,7 +363,7 @@ def genome_diff(a: Annotated[str, typer.Argument(help="Old genome (file or seed)
     from masforge.genome.diff import diff_genomes
 
     with user_errors():
-        ga, gb = load_genome_arg(a), load_genome_arg(b)
+        ga, gb = resolve_genome(a), resolve_genome(b)
         changes = diff_genomes(ga, gb)
         console.print(f"{ga.name} ({ga.short_id}) -> {gb.name} ({gb.short_id})")
         if not changes:

@@ -6,8 +6,8 @@
 """
 
 from masforge.report.charts import lineage_svg, pareto_chart, progress_chart
-from masforge.report.data import ReportData, build_report, pareto_front
+from masforge.report.data import ReportData, build_report, front_of
 from masforge.report.html import generate_report, render_html, write_report
 
-__all__ = ["ReportData", "build_report", "generate_report", "lineage_svg", "pareto_chart", "pareto_front",
+__all__ = ["ReportData", "build_report", "front_of", "generate_report", "lineage_svg", "pareto_chart",
            "progress_chart", "render_html", "write_report"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from masforge.archive.pareto import pareto_front
 from masforge.errors import MasforgeError
 
 TOP_K = 5
@@ -134,17 +135,10 @@ def num(value: Any, default: float = 0.0) -> float:
     return out if math.isfinite(out) else default
 
 
-def pareto_front(candidates: list[dict[str, Any]], cost_key: str) -> list[dict[str, Any]]:
+def front_of(candidates: list[dict[str, Any]], cost_key: str) -> list[dict[str, Any]]:
     """Candidates no other one beats on both score (higher) and cost (lower), cheapest first."""
-    ranked = sorted(candidates, key=lambda c: (num(c.get(cost_key)), -num(c.get("score"))))
-    front: list[dict[str, Any]] = []
-    best = -math.inf
-    for cand in ranked:
-        score = num(cand.get("score"))
-        if score > best + _SCORE_EPS:
-            front.append(cand)
-            best = score
-    return front
+    return pareto_front(candidates, score=lambda c: num(c.get("score")), cost=lambda c: num(c.get(cost_key)),
+                        eps=_SCORE_EPS)
 
 
 def _progress(events: list[dict[str, Any]], spend_key: str) -> list[dict[str, Any]]:
@@ -355,7 +349,7 @@ def build_report(run: str | Path) -> ReportData:
         run_dir=run_dir, name=str((summary or {}).get("run") or run_dir.resolve().name), config=config, task=task,
         strategies=[str(s) for s in strategies], stop_reason=stop_reason, spend=spend, stats=stats,
         candidates=candidates, events=events, test=test, best=best, median=median,
-        front=pareto_front(candidates, cost_key), cost_key=cost_key, cost_label=cost_label,
+        front=front_of(candidates, cost_key), cost_key=cost_key, cost_label=cost_label,
         progress=_progress(events, spend_key), spend_key=spend_key, spend_label=spend_label,
         strategy_rows=_strategy_rows(candidates, events, spend_key), top=top, lineage=lineage,
         lineage_truncated=truncated, notes=notes)

@@ -70,6 +70,10 @@ class Ledger:
             return "wall_time"
         return None
 
+    def lift_limits(self) -> None:
+        """Drop every limit, keeping the totals (for work that must finish once a search budget is spent)."""
+        self.budget = Budget()
+
     def check(self) -> None:
         """Raise :class:`BudgetExceeded` naming the limit if one is reached."""
         limit = self.exceeded()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from masforge.errors import ConfigError
-from masforge.runtime.standalone.connect import default_sampling, missing_key_env
+from masforge.runtime.standalone.connect import default_sampling, missing_key_env, quiet_litellm
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,25 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     return LMConfig(model=text, temperature=temperature, max_tokens=max_tokens)
 
 
+def _provider(cfg: LMConfig) -> str:
+    """The provider litellm routes ``cfg.model`` to; ConfigError when it knows none (a typo such as
+    ``foobar/some-model`` would otherwise fail on every call and score every system 0)."""
+    litellm = quiet_litellm()
+    try:
+        return str(litellm.get_llm_provider(cfg.model, api_base=cfg.api_base)[1])
+    except Exception:  # litellm raises its own BadRequestError (and others) for an unknown provider
+        prefix = cfg.model.split("/", 1)[0]
+        raise ConfigError(f"LM '{cfg.model}': litellm knows no provider '{prefix}'; use a litellm model string "
+                          "such as openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest or ollama/llama3, "
+                          "or 'local'") from None
+
+
 def check_credentials(cfg: LMConfig) -> None:
-    """Fail early, in one line, if a hosted model's API key is missing."""
+    """Fail early, in one line, if a hosted model's provider is unknown or its API key is missing (checked
+    before a run starts, so a typo does not cost a whole evaluation of failed calls)."""
+    if cfg.is_local or cfg.is_fake:
+        return
+    _provider(cfg)
     env = missing_key_env(cfg.model, cfg.api_base, cfg.api_key_env)
     if env:
         raise ConfigError(f"LM '{cfg.model}' needs the API key in ${env}: export {env}=... "

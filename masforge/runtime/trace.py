@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from masforge.text import shorten
+
 
 @dataclass
 class LMCall:
@@ -85,8 +87,7 @@ class Trace:
             outs = "; ".join(f"{k}={str(v)[:200]!r}" for k, v in c.outputs.items())
             tag = f"{c.agent}#{c.copy} r{c.round}"
             lines.append(f"{tag}: {c.error or outs}")
-        text = "\n".join(lines)
-        return text if len(text) <= limit else text[: limit - 3] + "..."
+        return shorten("\n".join(lines), limit, flat=False)
 
 
 _current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("masforge_trace", default=None)

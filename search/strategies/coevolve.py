@@ -36,19 +36,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from masforge.errors import BudgetExceeded, MasforgeError
+from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
+from masforge.runtime.standalone.plain_adapter import strip_think
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.operators.prompting import genome_brief
 from masforge.search.operators.structural import EDITS, mutate
 from masforge.search.population import Candidate
 from masforge.search.prompts import render, template
-from masforge.search.strategies.base import Strategy, register
-from masforge.search.surrogate import SurrogateFilter
+from masforge.search.strategies.base import Strategy, bad_option, register
+from masforge.seeds import load_seed
 
 TOPOLOGY_EDITS = ("add_agent", "remove_agent", "rewire", "change_rounds", "change_aggregation")
 _TAGGED = re.compile(r"<instructions>\s*(.*?)\s*</instructions>", re.S | re.I)
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
 def instruction_edits() -> list[str]:
@@ -59,7 +60,7 @@ def instruction_edits() -> list[str]:
 def parse_instructions(text: str, old: str, *, min_chars: int = 12, max_chars: int = 2000) -> str | None:
     """The new instructions in a meta-LM reply, or None when the reply is unusable: no
     ``<instructions>`` block, too short or too long, chat-format residue, or the same as ``old``."""
-    m = _TAGGED.search(_THINK.sub("", text or ""))
+    m = _TAGGED.search(strip_think(text or ""))
     if not m:
         return None
     new = " ".join(m.group(1).split())
@@ -68,21 +69,6 @@ def parse_instructions(text: str, old: str, *, min_chars: int = 12, max_chars: i
     if new.lower() == " ".join(old.split()).lower():
         return None
     return new
-
-
-def describe_system(genome: Genome, limit: int = 220) -> str:
-    """A compact text view of a config genome for the rewrite prompt."""
-    lines = []
-    for a in genome.agents:
-        extra = f", copies {a.copies}" if a.copies > 1 else ""
-        text = a.instructions.strip() or "(none)"
-        text = text if len(text) <= limit else text[: limit - 3] + "..."
-        lines.append(f"- {a.id} ({a.role or 'agent'}, {a.module}{extra}): {text}")
-    topo = genome.topology
-    lines.append("edges: " + ", ".join(f"{x} -> {y}" for x, y in topo.edges))
-    agg = f"aggregation: {topo.aggregation}" + (f" by {topo.judge}" if topo.judge else "")
-    lines.append(agg + (f"; rounds: {topo.rounds}" if topo.rounds > 1 else ""))
-    return "\n".join(lines)
 
 
 @register
@@ -94,11 +80,19 @@ class Coevolve(Strategy):
     def __init__(self, slow_every: int = 3, meta_alias: str = "meta", temperature: float = 0.8,
                  failures: int = 3, topology_edits: list[str] | tuple[str, ...] | None = None,
                  use_meta_agent: bool = False, seed_genome: str = "cot", incubation: int | None = None,
-                 surrogate: bool = False, surrogate_margin: float = 0.1) -> None:
+                 **options: Any) -> None:
+        super().__init__(**options)
         names = tuple(topology_edits) if topology_edits else TOPOLOGY_EDITS
         unknown = [n for n in names if n not in EDITS]
         if unknown:
-            raise ValueError(f"unknown topology edit '{unknown[0]}' (edits: {', '.join(sorted(EDITS))})")
+            raise bad_option("topology_edits",
+                             f"unknown topology edit '{unknown[0]}' (edits: {', '.join(sorted(EDITS))})")
+        if not 0.0 <= temperature <= 2.0:
+            raise bad_option("temperature", f"must be between 0 and 2, got {temperature}")
+        try:
+            load_seed(seed_genome)
+        except GenomeError as exc:
+            raise bad_option("seed_genome", str(exc)) from None
         self.slow_every = max(0, int(slow_every))
         self.incubation = max(0, int(incubation if incubation is not None else max(1, self.slow_every - 1)))
         self.meta_alias = meta_alias
@@ -107,9 +101,6 @@ class Coevolve(Strategy):
         self.edits = {n: EDITS[n] for n in names}
         self.use_meta_agent = use_meta_agent
         self.seed_genome = seed_genome
-        self.use_surrogate = surrogate
-        self.surrogate_margin = surrogate_margin
-        self.filter: SurrogateFilter | None = None
         self.stats: dict[str, int] = {"steps": 0, "rewrites": 0, "meta_unusable": 0, "fallbacks": 0,
                                       "topology": 0, "improved_fast": 0, "improved_slow": 0}
         self._turn: dict[str, int] = {}
@@ -120,8 +111,6 @@ class Coevolve(Strategy):
         self._focus_left = 0
 
     def setup(self, ctx: SearchContext) -> None:
-        if self.use_surrogate:
-            self.filter = SurrogateFilter(margin=self.surrogate_margin, seed=ctx.seed)
         if self.use_meta_agent:
             try:
                 from masforge.search.operators.meta import MetaAgent
@@ -130,8 +119,6 @@ class Coevolve(Strategy):
             except (ImportError, TypeError) as exc:  # optional operator: structural edits still work
                 ctx.emit("note", strategy=self.name, message=f"meta-agent unavailable ({exc}); structural edits")
         if not ctx.population:
-            from masforge.seeds import load_seed
-
             try:
                 ctx.try_submit(Proposal(load_seed(self.seed_genome), [], "seed", "coevolve starting point"))
             except BudgetExceeded:
@@ -158,11 +145,15 @@ class Coevolve(Strategy):
             slow_turn = bool(self.slow_every) and self.stats["steps"] % self.slow_every == 0
             if slow_turn or fast is None:
                 slow = self._slow(ctx, best)
-                if slow is not None and (self.filter is None or self.filter.admit(ctx, slow.genome)):
+                if slow is not None:
                     proposals.append(slow)
         except BudgetExceeded:
             return proposals  # the meta LM hit the budget; the run loop sees should_stop() next
         return proposals
+
+    def screen(self, ctx: SearchContext, proposal: Proposal) -> bool:
+        # The surrogate sees structure, not wording: it screens topology proposals only (see the module doc).
+        return proposal.operator != "coevolve_topology" or self.admit(ctx, proposal.genome)
 
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
         if candidate is None or not proposal.parents:
@@ -216,7 +207,7 @@ class Coevolve(Strategy):
 
     def _reflect(self, ctx: SearchContext, parent: Candidate, agent: Agent) -> str | None:
         prompt = render("coevolve_rewrite", task=ctx.task.description or ctx.task.name,
-                        system=describe_system(parent.genome), score=f"{parent.score:.3f}",
+                        system=genome_brief(parent.genome, max_instructions=220), score=f"{parent.score:.3f}",
                         failures=parent.feedback(self.failures), agent=agent.id, role=agent.role or "agent",
                         instructions=agent.instructions.strip() or "(none)")
         try:

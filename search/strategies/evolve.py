@@ -1,8 +1,9 @@
 """EvoMAS-style evolution in configuration space: a pool of systems improved by feedback-conditioned
 mutation and crossover, with an experience memory of which edits helped.
 
-Each step makes ``offspring`` children. Parents come from the pool by tournament, or from the MAP-Elites
-cells of the whole population (``selection="map_elites"``). A child is a crossover of two parents (with
+Each step makes ``offspring`` children. Parents come from the pool by a selection policy
+(:mod:`masforge.search.selection`): ``tournament`` (default), ``map_elites`` (an elite of the whole
+population's MAP-Elites cells), ``pareto``, ``uniform`` or ``best``. A child is a crossover of two parents (with
 probability ``crossover_rate``) or a mutation of one; either is done by the meta-agent (mutation sees the
 parent's failed examples with their execution traces) or, with probability ``structural_rate``, by the
 cheap LLM-free structural operators; when one kind fails the other is tried. Survivors are the fittest
@@ -15,17 +16,22 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from masforge.genome.diff import diff_genomes
 from masforge.genome.schema import Genome
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.features import scaled_features
 from masforge.search.operators import structural
-from masforge.search.operators.meta import MetaAgent, starter_genome
-from masforge.search.population import Candidate, feature_matrix, map_elites, tournament
-from masforge.search.strategies.base import Strategy, register
+from masforge.search.operators.prompting import layout
+from masforge.search.operators.proposal import starter_genome
+from masforge.search.population import Candidate
+from masforge.search.selection import ParentSelector, make_selector
+from masforge.search.strategies.base import bad_option, register
+from masforge.search.strategies.meta_driven import MetaAgentStrategy
+from masforge.text import shorten
 
 
 @dataclass
@@ -41,11 +47,6 @@ class Experience:
         return f"{self.edit}: {effect}"
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _word_change(old: str, new: str) -> str:
     """The words added and removed between two texts (``+'verify it' -'think'``)."""
     a, b = old.split(), new.split()
@@ -56,19 +57,9 @@ def _word_change(old: str, new: str) -> str:
             removed.extend(a[i1:i2])
         if tag in ("insert", "replace"):
             added.extend(b[j1:j2])
-    parts = ([f"+'{_short(' '.join(added), 30)}'"] if added else []) + (
-        [f"-'{_short(' '.join(removed), 20)}'"] if removed else [])
+    parts = ([f"+'{shorten(' '.join(added), 30)}'"] if added else []) + (
+        [f"-'{shorten(' '.join(removed), 20)}'"] if removed else [])
     return " ".join(parts) or "reworded"
-
-
-def _layout(genome: Genome) -> str:
-    if genome.kind == "code":
-        return f"code ({(genome.code or '').count('llm(')} llm calls)"
-    agents = ", ".join(f"{a.id}:{a.module}" + (f"x{a.copies}" if a.copies > 1 else "") for a in genome.agents)
-    topo = genome.topology
-    extra = (f", rounds {topo.rounds}" if topo.rounds > 1 else "") + (
-        f", {topo.aggregation}" if topo.aggregation != "last" else "")
-    return f"[{_short(agents, 90)}{extra}]"
 
 
 def describe_edit(parent: Genome, child: Genome, limit: int = 3) -> str:
@@ -78,73 +69,68 @@ def describe_edit(parent: Genome, child: Genome, limit: int = 3) -> str:
     if not changes:
         return "no structural change"
     if parent.kind != child.kind or len(changes) > 2 * limit:
-        return f"redesign into {_layout(child)}"
+        return f"redesign into {layout(child)}"
     parts = []
     for c in changes[:limit]:
         path = c.path.removeprefix("agent ")
         if c.op == "+":
-            parts.append(f"+{path} {_short(c.new)}")
+            parts.append(f"+{path} {shorten(c.new, 40)}")
         elif c.op == "-":
-            parts.append(f"-{path} {_short(c.old)}")
+            parts.append(f"-{path} {shorten(c.old, 40)}")
         elif path == "code":
             parts.append("code rewritten")
         elif c.old == "text":  # a long text change, already a word diff
-            parts.append(f"{path} {_short(c.new, 60)}")
+            parts.append(f"{path} {shorten(c.new, 60)}")
         elif isinstance(c.old, str) and isinstance(c.new, str) and len(c.old) + len(c.new) > 24:
             parts.append(f"{path} {_word_change(c.old, c.new)}")
         else:
-            parts.append(f"{path} {_short(c.old, 20)}->{_short(c.new, 20)}")
+            parts.append(f"{path} {shorten(c.old, 20)}->{shorten(c.new, 20)}")
     more = f" (+{len(changes) - limit} more)" if len(changes) > limit else ""
     return ", ".join(parts) + more
 
 
 @register
-class EvolveSearch(Strategy):
-    """Evolution of a pool with meta-agent and structural operators and an experience memory (EvoMAS)."""
+class EvolveSearch(MetaAgentStrategy):
+    """EvoMAS evolution of a pool: meta-agent and structural mutation/crossover, with an experience memory."""
 
     name = "evolve"
     max_idle_steps = 6
 
-    def __init__(self, population_size: int = 6, selection: Literal["tournament", "map_elites"] = "tournament",
-                 tournament_k: int = 3, structural_rate: float = 0.3, crossover_rate: float = 0.2,
-                 offspring: int = 2, diversity_weight: float = 0.1, memory_notes: int = 6, reflect: bool = False,
-                 alias: str = "meta", max_repairs: int = 2, temperature: float | None = None,
-                 max_tokens: int | None = None) -> None:
-        if selection not in ("tournament", "map_elites"):
-            raise TypeError(f"selection must be tournament or map_elites, not {selection!r}")
-        if population_size < 1 or offspring < 1:
-            raise TypeError("population_size and offspring must be at least 1")
+    def __init__(self, population_size: int = 6, selection: str = "tournament", tournament_k: int = 3,
+                 structural_rate: float = 0.3, crossover_rate: float = 0.2, offspring: int = 2,
+                 diversity_weight: float = 0.1, memory_notes: int = 6, **options: Any) -> None:
+        super().__init__(**options)
+        for option, value in (("population_size", population_size), ("offspring", offspring),
+                              ("tournament_k", tournament_k)):
+            if value < 1:
+                raise bad_option(option, f"must be at least 1, got {value}")
+        for option, rate in (("structural_rate", structural_rate), ("crossover_rate", crossover_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise bad_option(option, f"must be a probability between 0 and 1, got {rate}")
+        try:
+            self.selector: ParentSelector = make_selector(selection, tournament_k=tournament_k)
+        except ValueError as exc:
+            raise bad_option("selection", str(exc)) from None
         self.population_size = population_size
         self.selection = selection
-        self.tournament_k = tournament_k
         self.structural_rate = structural_rate
         self.crossover_rate = crossover_rate
         self.offspring = offspring
         self.diversity_weight = diversity_weight
         self.memory_notes = memory_notes
-        self.reflect = reflect
-        self.agent_options: dict[str, Any] = {"alias": alias, "max_repairs": max_repairs,
-                                              "temperature": temperature, "max_tokens": max_tokens}
-        self.meta: MetaAgent | None = None
         self.pool: list[Candidate] = []
         self.memory: list[Experience] = []
-        self._origin: dict[int, tuple[Candidate | None, str]] = {}
 
     def setup(self, ctx: SearchContext) -> None:
-        self.meta = MetaAgent(ctx.client, **self.agent_options)
+        super().setup(ctx)
         self.pool = ctx.best(self.population_size)
 
     # ------------------------------------------------------------------ steps
 
     def step(self, ctx: SearchContext) -> list[Proposal]:
-        assert self.meta is not None, "setup() first"
-        self._origin.clear()  # proposals of earlier steps were all observed (or dropped at a stop)
         if not self.pool:
             prop = self._initial(ctx)
-            if prop is None:
-                return []
-            self._origin[id(prop)] = (None, "")
-            return [prop]
+            return [] if prop is None else [prop]
         proposals: list[Proposal] = []
         for _ in range(self.offspring):
             made = self._child(ctx)
@@ -153,15 +139,15 @@ class EvolveSearch(Strategy):
             prop, parent = made
             if ctx.is_near_duplicate(prop.genome) or any(p.genome.id == prop.genome.id for p in proposals):
                 continue
-            self._origin[id(prop)] = (parent, describe_edit(parent.genome, prop.genome))
+            prop.info.update(parent=parent, edit=describe_edit(parent.genome, prop.genome))
             proposals.append(prop)
         return proposals
 
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
-        parent, edit = self._origin.pop(id(proposal), (None, ""))
+        parent = proposal.info.get("parent")
         if parent is not None:
             delta = None if candidate is None else candidate.fitness - parent.fitness
-            self.memory.append(Experience(edit, delta))
+            self.memory.append(Experience(proposal.info.get("edit", ""), delta))
         if candidate is not None and candidate.id not in {c.id for c in self.pool}:
             self.pool.append(candidate)
             self._survive()
@@ -181,26 +167,18 @@ class EvolveSearch(Strategy):
                 picked.append(text)
         return picked[: self.memory_notes]
 
-    def _select(self, ctx: SearchContext) -> Candidate:
-        if self.selection == "map_elites":
-            elites = list(map_elites(ctx.population).values())
-            if elites:
-                return ctx.rng.choice(elites)
-        return tournament(self.pool, ctx.rng, self.tournament_k)
-
     def _child(self, ctx: SearchContext) -> tuple[Proposal, Candidate] | None:
-        assert self.meta is not None
         rng = ctx.rng
         structural_first = rng.random() < self.structural_rate
         if len(self.pool) >= 2 and rng.random() < self.crossover_rate:
-            a = self._select(ctx)
-            b = next((c for c in (self._select(ctx) for _ in range(4)) if c.id != a.id), None)
+            a = self.selector.select(self.pool, ctx)
+            b = next((c for c in (self.selector.select(self.pool, ctx) for _ in range(4)) if c.id != a.id), None)
             b = b or rng.choice([c for c in self.pool if c.id != a.id])
             prop = self._crossover(a, b, ctx, structural_first)
             if prop is not None:
                 return prop, max((a, b), key=lambda c: c.fitness)
             # No crossover possible (e.g. parents too alike): a mutation, in the same preference order.
-        parent = self._select(ctx)
+        parent = self.selector.select(self.pool, ctx)
         for use_structural in ((True, False) if structural_first else (False, True)):
             prop = self._mutate(parent, ctx, use_structural)
             if prop is not None:
@@ -208,26 +186,20 @@ class EvolveSearch(Strategy):
         return None
 
     def _mutate(self, parent: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
-        assert self.meta is not None
         if use_structural:
             out = structural.mutate(parent.genome, ctx.rng)
             return None if out is None else Proposal(out[0], [parent.id], "structural_mutate", out[1])
-        prop = self.meta.mutate(parent, ctx, notes=self.memory_summary())
-        if prop is not None and self.reflect:
-            prop = self.meta.reflect(prop, ctx) or prop
-        return prop
+        return self.reflected(self.agent().mutate(parent, ctx, notes=self.memory_summary()), ctx)
 
     def _crossover(self, a: Candidate, b: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
-        assert self.meta is not None
         if use_structural:
             out = structural.crossover(a.genome, b.genome, ctx.rng)
             return None if out is None else Proposal(out[0], [a.id, b.id], "structural_crossover", out[1])
-        return self.meta.crossover(a, b, ctx)
+        return self.agent().crossover(a, b, ctx)
 
     def _initial(self, ctx: SearchContext) -> Proposal | None:
         """A first pool member when the search starts empty: invented, else the starter genome."""
-        assert self.meta is not None
-        prop = self.meta.invent(ctx, kind="config", from_scratch=True)
+        prop = self.agent().invent(ctx, kind="config", from_scratch=True)
         if prop is not None and not ctx.is_near_duplicate(prop.genome):
             return prop
         starter = starter_genome(ctx.task.input_fields, [ctx.task.output_field])
@@ -239,10 +211,7 @@ class EvolveSearch(Strategy):
         """Drop members until the pool fits: lowest fitness plus diversity bonus goes first, never the best."""
         while len(self.pool) > self.population_size:
             best = max(self.pool, key=lambda c: (c.fitness, -c.dollars))
-            feats = feature_matrix([c.genome for c in self.pool])
-            scale = feats.std(axis=0)
-            scale[scale == 0] = 1.0
-            z = (feats - feats.mean(axis=0)) / scale
+            z = scaled_features([c.genome for c in self.pool])
             dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
             np.fill_diagonal(dist, np.inf)
             nearest = dist.min(axis=1)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from masforge.errors import BudgetExceeded, MasforgeError
@@ -50,8 +51,7 @@ from masforge.genome.schema import Agent, Genome
 from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
-from masforge.search.strategies.base import Strategy, register
-from masforge.search.surrogate import SurrogateFilter
+from masforge.search.strategies.base import Strategy, bad_option, register
 
 Role = Literal["pre", "solver", "mid", "post", "judge"]
 
@@ -309,11 +309,19 @@ class Knapsack(Strategy):
                  probe_mode: Literal["evaluator", "submit"] = "evaluator", rounds: int = 4,
                  inventory: str | None = None, components: list[Any] | None = None,
                  broken_fraction: float = 0.5, kinds: tuple[str, ...] = ("agent", "tool", "model"),
-                 surrogate: bool = False, surrogate_margin: float = 0.1) -> None:
+                 **options: Any) -> None:
+        super().__init__(**options)
         if budget < 0:
-            raise ValueError(f"budget must be >= 0 dollars per example, got {budget}")
+            raise bad_option("budget", f"must be >= 0 dollars per example, got {budget}")
         if probe_mode not in ("evaluator", "submit"):
-            raise ValueError(f"probe_mode must be 'evaluator' or 'submit', got {probe_mode!r}")
+            raise bad_option("probe_mode", f"must be 'evaluator' or 'submit', got {probe_mode!r}")
+        if not 0.0 < broken_fraction <= 1.0:
+            raise bad_option("broken_fraction", f"must be in (0, 1], got {broken_fraction}")
+        unknown = [k for k in kinds if k not in ("agent", "tool", "model")]
+        if unknown:
+            raise bad_option("kinds", f"unknown component kind '{unknown[0]}' (kinds: agent, tool, model)")
+        if inventory is not None and not Path(inventory).is_file():
+            raise bad_option("inventory", f"no inventory file {inventory} (a components.yaml)")
         self.budget = float(budget)
         self.probes = max(1, int(probes))
         self.probe_split = probe_split
@@ -323,9 +331,6 @@ class Knapsack(Strategy):
         self.components = list(components) if components is not None else None
         self.broken_fraction = broken_fraction
         self.kinds = tuple(kinds)
-        self.use_surrogate = surrogate
-        self.surrogate_margin = surrogate_margin
-        self.filter: SurrogateFilter | None = None
         self.values: dict[str, ComponentValue] = {}
         self.blacklist: dict[str, str] = {}
         """Component id -> why it is unusable."""
@@ -339,8 +344,6 @@ class Knapsack(Strategy):
     # ------------------------------------------------------------------ probing
 
     def setup(self, ctx: SearchContext) -> None:
-        if self.use_surrogate:
-            self.filter = SurrogateFilter(margin=self.surrogate_margin, seed=ctx.seed)
         comps = self.components
         if comps is None:
             from masforge.seeds import load_inventory
@@ -524,8 +527,7 @@ class Knapsack(Strategy):
             return []
         genome.metadata = {"knapsack": {"accepted": accepted, "used": round(ks.used, 8), "budget": self.budget}}
         why = f"online knapsack round {self._round}: {', '.join(accepted)} (${ks.used:.5f} of ${self.budget:.5f})"
-        proposals = [Proposal(genome, [], "knapsack_compose", why)]
-        return self.filter.filter(ctx, proposals) if self.filter else proposals
+        return [Proposal(genome, [], "knapsack_compose", why)]
 
     def report(self) -> dict[str, Any]:
         """Probe values, blacklist, selections and surrogate counts (for logs and tests)."""

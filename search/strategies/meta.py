@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
-from masforge.search.operators.meta import GenomeKind, MetaAgent
+from masforge.search.operators.meta import GenomeKind
 from masforge.search.population import Candidate
-from masforge.search.strategies.base import Strategy, register
+from masforge.search.strategies.base import bad_option, register
+from masforge.search.strategies.meta_driven import MetaAgentStrategy
 
 
 def crash_error(cand: Candidate) -> str | None:
@@ -27,30 +28,23 @@ def crash_error(cand: Candidate) -> str | None:
 
 
 @register
-class MetaSearch(Strategy):
-    """ADAS Meta Agent Search over config and/or code genomes."""
+class MetaSearch(MetaAgentStrategy):
+    """ADAS Meta Agent Search: the meta-agent keeps inventing new systems from the archive's best and most diverse."""
 
     name = "meta"
     max_idle_steps = 8  # a small meta model often needs a few tries before it proposes something new
 
-    def __init__(self, genome_kind: Literal["config", "code", "mixed"] = "config", reflect: bool = False,
-                 repair_crashes: bool = True, archive_k: int = 4, alias: str = "meta", max_repairs: int = 2,
-                 temperature: float | None = None, max_tokens: int | None = None) -> None:
+    def __init__(self, genome_kind: Literal["config", "code", "mixed"] = "config", repair_crashes: bool = True,
+                 **options: Any) -> None:
+        super().__init__(**options)
         if genome_kind not in ("config", "code", "mixed"):
-            raise TypeError(f"genome_kind must be config, code or mixed, not {genome_kind!r}")
+            raise bad_option("genome_kind", f"must be config, code or mixed, not {genome_kind!r}")
         self.genome_kind = genome_kind
-        self.reflect = reflect
         self.repair_crashes = repair_crashes
-        self.agent_options: dict[str, Any] = {"alias": alias, "max_repairs": max_repairs, "temperature": temperature,
-                              "max_tokens": max_tokens, "archive_k": archive_k}
-        self.meta: MetaAgent | None = None
         self.skipped = 0
         """Proposals dropped as near-duplicates of the archive."""
         self._repairs: list[Proposal] = []
         self._repaired: set[str] = set()
-
-    def setup(self, ctx: SearchContext) -> None:
-        self.meta = MetaAgent(ctx.client, **self.agent_options)
 
     def _kind(self, ctx: SearchContext) -> GenomeKind:
         if self.genome_kind == "mixed":
@@ -58,14 +52,11 @@ class MetaSearch(Strategy):
         return self.genome_kind
 
     def step(self, ctx: SearchContext) -> list[Proposal]:
-        assert self.meta is not None, "setup() first"
         if self._repairs:
             return [self._repairs.pop(0)]
-        proposal = self.meta.invent(ctx, kind=self._kind(ctx))
+        proposal = self.reflected(self.agent().invent(ctx, kind=self._kind(ctx)), ctx)
         if proposal is None:
             return []
-        if self.reflect:
-            proposal = self.meta.reflect(proposal, ctx) or proposal
         if ctx.is_near_duplicate(proposal.genome):
             self.skipped += 1
             ctx.emit("skipped", name=proposal.genome.name, reason="near-duplicate", operator=proposal.operator)

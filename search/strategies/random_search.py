@@ -5,19 +5,21 @@ from __future__ import annotations
 
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import mutate
+from masforge.search.selection import Uniform
 from masforge.search.strategies.base import Strategy, register
 
 
 @register
 class RandomSearch(Strategy):
-    """Uniformly random parent, 1-3 random structural edits."""
+    """Random search, the baseline: a uniformly random parent with 1-3 random structural edits."""
 
     name = "random"
+    selector = Uniform()
 
     def step(self, ctx: SearchContext) -> list[Proposal]:
         if not ctx.population:
             return []
-        parent = ctx.rng.choice(ctx.population)
+        parent = self.selector.select(ctx.population, ctx)
         genome, notes = parent.genome, []
         for _ in range(ctx.rng.randint(1, 3)):
             out = mutate(genome, ctx.rng)

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from masforge.search.context import Proposal, SearchContext
-from masforge.search.operators.meta import MetaAgent, starter_genome
+from masforge.search.operators.proposal import starter_genome
 from masforge.search.operators.structural import crossover, mutate
 from masforge.search.population import Candidate
-from masforge.search.strategies.base import Strategy, register
+from masforge.search.strategies.base import bad_option, register
+from masforge.search.strategies.meta_driven import MetaAgentStrategy
+from masforge.text import shorten
 
 _NEW = "new"
 
@@ -43,47 +45,44 @@ def strength_word(value: float) -> str:
 
 
 @register
-class SwarmSearch(Strategy):
-    """Particle swarm in language space (SwarmAgentic)."""
+class SwarmSearch(MetaAgentStrategy):
+    """SwarmAgentic particle swarm in language space: systems move by textual velocities towards the best ones."""
 
     name = "swarm"
     max_idle_steps = 8
 
     def __init__(self, particles: int = 4, inertia: float = 0.5, cognitive: float = 1.5, social: float = 1.5,
-                 use_seeds: bool = True, reflect: bool = False, alias: str = "meta", max_repairs: int = 2,
-                 temperature: float | None = None, max_tokens: int | None = None) -> None:
+                 use_seeds: bool = True, **options: Any) -> None:
+        super().__init__(**options)
         if particles < 1:
-            raise TypeError(f"particles must be at least 1, got {particles}")
+            raise bad_option("particles", f"must be at least 1, got {particles}")
+        for option, value in (("inertia", inertia), ("cognitive", cognitive), ("social", social)):
+            if value < 0:
+                raise bad_option(option, f"must be >= 0, got {value}")
         self.n_particles = particles
         self.inertia, self.cognitive, self.social = inertia, cognitive, social
         self.use_seeds = use_seeds
-        self.reflect = reflect
-        self.agent_options: dict[str, Any] = {"alias": alias, "max_repairs": max_repairs,
-                                              "temperature": temperature, "max_tokens": max_tokens}
-        self.meta: MetaAgent | None = None
         self.particles: list[Particle] = []
         self.fallback_moves = 0
         """Moves made structurally because the meta-agent gave nothing usable."""
         self._turn = 0
         self._init_tries = 0
-        self._pending: dict[int, tuple[Any, str]] = {}
 
     def setup(self, ctx: SearchContext) -> None:
-        self.meta = MetaAgent(ctx.client, **self.agent_options)
+        super().setup(ctx)
         if self.use_seeds:
             self.particles = [Particle(c, c) for c in ctx.best(self.n_particles)]
 
     # ------------------------------------------------------------------ steps
 
     def step(self, ctx: SearchContext) -> list[Proposal]:
-        assert self.meta is not None, "setup() first"
-        self._pending.clear()  # proposals of earlier steps were all observed (or dropped at a stop)
+        meta = self.agent()
         if len(self.particles) < self.n_particles and self._init_tries < 3 * self.n_particles:
             self._init_tries += 1
             prop = self._new_particle(ctx)
             if prop is None:
                 return []
-            self._pending[id(prop)] = (_NEW, "")
+            prop.info["particle"] = _NEW
             return [prop]
         if not self.particles:
             return []
@@ -94,11 +93,9 @@ class SwarmSearch(Strategy):
         rng = ctx.rng
         strengths = (strength_word(self.inertia), strength_word(self.cognitive * rng.random()),
                      strength_word(self.social * rng.random()))
-        plan = self.meta.velocity(particle.position, particle.best, gbest, ctx, last_change=particle.last_change,
-                                  strengths=strengths)
-        prop = self.meta.rewrite(particle.position, plan, ctx) if plan else None
-        if prop is not None and self.reflect:
-            prop = self.meta.reflect(prop, ctx) or prop
+        plan = meta.velocity(particle.position, particle.best, gbest, ctx, last_change=particle.last_change,
+                             strengths=strengths)
+        prop = self.reflected(meta.rewrite(particle.position, plan, ctx) if plan else None, ctx)
         if prop is not None and not ctx.is_near_duplicate(prop.genome):
             prop.operator = "swarm_velocity"
             prop.rationale = f"velocity: {plan} | {prop.rationale}"
@@ -109,11 +106,11 @@ class SwarmSearch(Strategy):
                 return []
             self.fallback_moves += 1
             change = prop.rationale
-        self._pending[id(prop)] = (index, change)
+        prop.info.update(particle=index, change=change)
         return [prop]
 
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
-        target, change = self._pending.pop(id(proposal), (None, ""))
+        target = proposal.info.get("particle")
         if target is None:
             return
         if target == _NEW:
@@ -121,12 +118,12 @@ class SwarmSearch(Strategy):
                 self.particles.append(Particle(candidate, candidate))
             return
         particle = self.particles[target]
-        short = change if len(change) <= 200 else change[:197] + "..."
+        change = shorten(proposal.info.get("change", ""), 200)
         if candidate is None:
-            particle.last_change = f"{short} (rejected as invalid; try a different change)"
+            particle.last_change = f"{change} (rejected as invalid; try a different change)"
             return
         delta = candidate.fitness - particle.position.fitness
-        particle.last_change = f"{short} (score {delta:+.2f})"
+        particle.last_change = f"{change} (score {delta:+.2f})"
         particle.position = candidate  # a particle moves whether or not the move was an improvement
         if candidate.fitness > particle.best.fitness:
             particle.best = candidate
@@ -135,8 +132,7 @@ class SwarmSearch(Strategy):
 
     def _new_particle(self, ctx: SearchContext) -> Proposal | None:
         """A particle invented from the task alone; without a usable meta reply, a structural variant."""
-        assert self.meta is not None
-        prop = self.meta.invent(ctx, kind="config", from_scratch=True)
+        prop = self.agent().invent(ctx, kind="config", from_scratch=True)
         if prop is not None and not ctx.is_near_duplicate(prop.genome):
             prop.operator = "swarm_init"
             return prop

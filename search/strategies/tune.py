@@ -13,8 +13,8 @@ Nothing is paid twice: a trial whose knobs equal an earlier completed trial's (a
 study) or whose genome the search already knows is told the stored value at once, and choices that do
 not change behaviour (majority vote over a single answer) are canonicalised to the same genome.
 
-The study lives in an optuna RDB storage, by default in memory; with ``storage`` (the engine passes
-``<run dir>/optuna.sqlite3``) it is an SQLite file opened with ``load_if_exists=True``, so a stopped run
+The study lives in an optuna RDB storage: ``storage`` if given, else ``<run folder>/optuna.sqlite3`` when
+the search has a run folder, else memory. A file storage is SQLite opened with ``load_if_exists=True``, so a stopped run
 resumes the same study: its trials inform the sampler, trials left unfinished are failed and enqueued
 again, and the base genome is read back from the study so the space is the same. The sampler is seeded
 from ``ctx.seed`` (offset by the trials already in the study, so a resumed study does not replay the
@@ -32,23 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, ConfigError
-from masforge.genome.graph import agent_edges, is_cyclic, strongly_connected
+from masforge.genome.graph import cyclic_agents
 from masforge.genome.schema import MODULE_KINDS, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.operators.structural import TEMPERATURES
 from masforge.search.population import Candidate
-from masforge.search.strategies.base import Strategy, register
-from masforge.search.surrogate import SurrogateFilter
+from masforge.search.strategies.base import Strategy, bad_option, register
 
 KNOBS = ("temperature", "copies", "rounds", "module", "aggregation", "adapter")
-TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
-
-
-def _cyclic(genome: Genome) -> bool:
-    edges = agent_edges(genome)
-    ids = [a.id for a in genome.agents]
-    return any(is_cyclic(c, edges) for c in strongly_connected(ids, edges))
 
 
 def storage_url(storage: str) -> str:
@@ -85,13 +78,16 @@ class Tune(Strategy):
                  knobs: list[str] | tuple[str, ...] = KNOBS, modules: list[str] | tuple[str, ...] | None = None,
                  temperatures: list[float] | tuple[float, ...] = TEMPERATURES, max_copies: int = 5,
                  max_rounds: int = 3, startup_trials: int = 5, population_size: int = 8, max_asks: int = 25,
-                 surrogate: bool = False, surrogate_margin: float = 0.1) -> None:
+                 **options: Any) -> None:
+        super().__init__(**options)
         unknown = [k for k in knobs if k not in KNOBS]
         if unknown:
-            raise ValueError(f"unknown knob '{unknown[0]}' (knobs: {', '.join(KNOBS)})")
+            raise bad_option("knobs", f"unknown knob '{unknown[0]}' (knobs: {', '.join(KNOBS)})")
         bad = [m for m in modules or () if m not in MODULE_KINDS]
         if bad:
-            raise ValueError(f"unknown module kind '{bad[0]}' (kinds: {', '.join(MODULE_KINDS)})")
+            raise bad_option("modules", f"unknown module kind '{bad[0]}' (kinds: {', '.join(MODULE_KINDS)})")
+        if trials is not None and trials < 1:
+            raise bad_option("trials", f"must be at least 1 (or left out: until the search stops), got {trials}")
         self.genome_id = genome_id
         self.trials = trials
         self.multi_objective = multi_objective
@@ -105,15 +101,13 @@ class Tune(Strategy):
         self.startup_trials = startup_trials
         self.population_size = population_size
         self.max_asks = max(1, int(max_asks))
-        self.use_surrogate = surrogate
-        self.surrogate_margin = surrogate_margin
-        self.filter: SurrogateFilter | None = None
         self.study: Any = None
         self.base: Genome | None = None
         self.asked = 0
         self.told_free = 0
         """Trials answered from earlier results without an evaluation."""
-        self._pending: dict[int, tuple[Proposal, Any]] = {}
+        self._open_trials: list[Any] = []
+        """Trials asked and proposed but not yet told (failed and enqueued again if the run stops)."""
         self._done: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ study
@@ -122,8 +116,8 @@ class Tune(Strategy):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial would drown the run log
-        if self.use_surrogate:
-            self.filter = SurrogateFilter(margin=self.surrogate_margin, seed=ctx.seed)
+        if self.storage is None and ctx.run_dir is not None:
+            self.storage = str(ctx.run_dir / "optuna.sqlite3")  # a resumed run resumes its study
         wanted = self._given_base(ctx)
         name = self.study_name or f"tune-{ctx.task.name}" + ("-mo" if self.multi_objective else "")
         study = self._open(name)
@@ -217,7 +211,7 @@ class Tune(Strategy):
             self._copies[a.id] = max(self.max_copies, a.copies)
         aggs = ["last", "majority_vote"]
         self._aggs = [*aggs, "judge"] if base.topology.aggregation == "judge" else aggs
-        self._cyclic = _cyclic(base)
+        self._cyclic = bool(cyclic_agents(base))
         self._rounds = max(self.max_rounds, base.topology.rounds)
 
     def _params_of(self, g: Genome) -> dict[str, Any]:
@@ -305,22 +299,26 @@ class Tune(Strategy):
                 self.study.tell(trial, self._done[key])
                 self.told_free += 1
                 continue
-            if self.filter is not None and not self.filter.admit(ctx, genome):
+            if not self.admit(ctx, genome):
                 self.study.tell(trial, state=TrialState.PRUNED)  # hopeless per the surrogate; never paid
                 continue
             knobs = ", ".join(f"{k}={v}" for k, v in sorted(trial.params.items()))
-            prop = Proposal(genome, [self.base.id], "tune", f"optuna trial {trial.number}: {knobs}")
-            self._pending[id(prop)] = (prop, trial)
+            prop = Proposal(genome, [self.base.id], "tune", f"optuna trial {trial.number}: {knobs}",
+                            info={"trial": trial})
+            self._open_trials.append(trial)
             return [prop]
         return []
+
+    def screen(self, ctx: SearchContext, proposal: Proposal) -> bool:
+        return True  # screened when asked (above), so the study hears PRUNED and asks again at once
 
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
         from optuna.trial import TrialState
 
-        entry = self._pending.pop(id(proposal), None)
-        if entry is None:
+        trial = proposal.info.get("trial")
+        if trial is None or trial not in self._open_trials:
             return
-        trial = entry[1]
+        self._open_trials.remove(trial)
         if candidate is None:
             self.study.tell(trial, state=TrialState.FAIL)
             return
@@ -336,10 +334,10 @@ class Tune(Strategy):
         try:
             super().run(ctx)
         finally:
-            for _prop, trial in self._pending.values():
+            for trial in self._open_trials:
                 self.study.tell(trial, state=TrialState.FAIL)
                 _requeue(self.study, trial.params)
-            self._pending.clear()
+            self._open_trials.clear()
 
     def report(self) -> dict[str, Any]:
         """Trials asked, answered for free, the best trial(s) and surrogate counts."""

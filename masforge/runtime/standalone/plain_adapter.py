@@ -140,7 +140,7 @@ class PlainAdapter(dspy.Adapter):
     # -- parsing ----------------------------------------------------------------------------------
 
     def parse(self, signature: type[Signature], completion: str) -> dict[str, Any]:
-        text = _strip_think(completion or "")
+        text = strip_think(completion or "")
         outs = list(signature.output_fields.items())
         if len(outs) == 1:
             name, field = outs[0]
@@ -198,7 +198,9 @@ def _options(annotation: Any) -> str:
     return ""
 
 
-def _strip_think(text: str) -> str:
+def strip_think(text: str) -> str:
+    """``text`` without a reasoning model's ``<think>...</think>`` blocks (an unclosed one runs to the end).
+    The one place this is done: masforge's meta-agent parsing uses it too."""
     return re.sub(r"<think>.*?(?:</think>|\Z)", "", text, flags=re.S).strip() if "<think>" in text else text
 
 

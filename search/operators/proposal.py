@@ -1,0 +1,398 @@
+"""The proposal format a meta-agent writes, and reading it back: a compact JSON schema for config genomes
+(:class:`ProposalSpec`: rationale, name, agents, ``"a -> b"`` edges, rounds, aggregation, judge) and a
+fenced ``python`` block defining ``forward(inputs)`` for code genomes.
+
+Parsing is tolerant (fences, chatter around the JSON, trailing commas, aliases such as ``cot``, YAML
+instead of JSON); whatever is still wrong (broken JSON, an unknown agent in an edge, a cycle without
+rounds, a syntax error) is a :class:`ProposalParseError` whose one-line message the meta-agent is shown
+when it is asked to repair its reply.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from masforge.genome.io import format_validation_error
+from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
+from masforge.genome.validate import problems
+from masforge.runtime.adapters import ADAPTERS
+from masforge.runtime.standalone.plain_adapter import strip_think
+
+GenomeKind = Literal["config", "code"]
+
+MAX_AGENTS = 8
+_MODULE_ALIASES = {
+    "cot": "chain_of_thought", "chainofthought": "chain_of_thought", "chain_of_thoughts": "chain_of_thought",
+    "pot": "program_of_thought", "program": "program_of_thought", "code": "program_of_thought",
+    "self_refine": "refine", "refinement": "refine", "reflexion": "refine", "direct": "predict",
+    "prediction": "predict", "io": "predict",
+}
+_AGGREGATION_ALIASES = {"vote": "majority_vote", "majority": "majority_vote", "voting": "majority_vote",
+                        "self_consistency": "majority_vote", "final": "last", "none": "last"}
+_ARROWS = re.compile(r"\s*(?:-+>|=+>|→|⟶|->)\s*")
+_JSON_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.S)
+_CODE_FENCE = re.compile(r"```(?:python|py|Python|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+
+
+class ProposalParseError(ValueError):
+    """A model reply that is not a usable genome; the message is the one-line problem shown to the model."""
+
+
+# ----------------------------------------------------------------------------------------- proposal schema
+
+
+class AgentSpec(BaseModel):
+    """One agent as the meta-agent writes it (a subset of :class:`Agent`; the LM alias stays ``worker``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    role: str = ""
+    instructions: str = ""
+    module: Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"] = "predict"
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    copies: int = Field(default=1, ge=1, le=16)
+    tools: list[str] = Field(default_factory=list)
+    adapter: Literal["auto", "chat", "json", "plain"] = "auto"
+
+
+class ProposalSpec(BaseModel):
+    """What a meta-agent returns for a config genome: the design and the reason for it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    rationale: str = ""
+    name: str = "proposal"
+    agents: list[AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
+    edges: list[str] = Field(default_factory=list)
+    rounds: int = Field(default=1, ge=1, le=10)
+    aggregation: Literal["last", "majority_vote", "judge"] = "last"
+    judge: str | None = None
+
+
+def proposal_json_schema() -> dict[str, Any]:
+    """A flat JSON schema of :class:`ProposalSpec` for constrained decoding.
+
+    Written by hand rather than taken from pydantic: no ``$defs``/``$ref`` or titles (the llama.cpp grammar
+    converter and small models both do better with a flat schema). Long strings get no ``maxLength``:
+    llama-cpp-python compiles it into one nested optional per character (a huge, slow grammar); the reply
+    length is bounded by ``max_tokens`` instead. Agent ids follow the genome's identifier pattern and tools
+    are an enum of the registered tools, so those two mistakes cannot be generated at all.
+    """
+    from masforge.runtime.tools import tool_names
+
+    agent = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,23}$"},
+            "role": {"type": "string"},
+            "instructions": {"type": "string"},
+            "module": {"type": "string", "enum": list(MODULE_KINDS)},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            "copies": {"type": "integer", "minimum": 1, "maximum": 16},
+            "tools": {"type": "array", "items": {"type": "string", "enum": tool_names()}, "maxItems": 3},
+            "adapter": {"type": "string", "enum": list(ADAPTERS)},
+        },
+        "required": ["id", "role", "instructions", "module"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "rationale": {"type": "string"},
+            "name": {"type": "string"},
+            "agents": {"type": "array", "items": agent, "minItems": 1, "maxItems": MAX_AGENTS},
+            "edges": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 24},
+            "rounds": {"type": "integer", "minimum": 1, "maximum": 10},
+            "aggregation": {"type": "string", "enum": list(AGGREGATIONS)},
+            "judge": {"type": ["string", "null"]},
+        },
+        "required": ["rationale", "name", "agents", "edges"],
+    }
+
+
+# ----------------------------------------------------------------------------------------- parsing
+
+
+def _loads_lenient(blob: str) -> Any:
+    """``json.loads`` that also accepts trailing commas and Python literals (common small-model slips)."""
+    try:
+        return json.loads(blob)
+    except json.JSONDecodeError:
+        pass
+    fixed = re.sub(r",\s*([}\]])", r"\1", blob)
+    try:
+        return json.loads(fixed)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(fixed)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    return json.loads(fixed)  # raises with the most useful message
+
+
+def _balanced_object(text: str, start: int) -> str | None:
+    """The ``{...}`` starting at ``start`` with balanced braces (strings respected), or None if unclosed."""
+    depth, in_str, escape, quote = 0, False, False, ""
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                in_str = False
+        elif ch in "\"'":
+            in_str, quote = True, ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The first JSON object in a model reply (fences and chatter around it are ignored).
+
+    Raises :class:`ProposalParseError` with a one-line reason the model can act on.
+    """
+    body = strip_think(text or "").strip()
+    if not body:
+        raise ProposalParseError("the reply is empty; reply with one JSON object")
+    candidates = [m.group(1) for m in _JSON_FENCE.finditer(body)] + [body]
+    first_error: str | None = None
+    for chunk in candidates:
+        for m in list(re.finditer(r"\{", chunk))[:20]:
+            blob = _balanced_object(chunk, m.start())
+            if blob is None:
+                first_error = first_error or "the JSON object is cut off (a closing brace is missing)"
+                break  # later braces sit inside this unclosed object
+            try:
+                data = _loads_lenient(blob)
+            except json.JSONDecodeError as exc:
+                first_error = first_error or f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                continue
+            if isinstance(data, dict):
+                return data
+    # Small models sometimes answer in YAML, the format the archive is shown in.
+    for chunk in candidates:
+        try:
+            data = yaml.safe_load(chunk)
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and "agents" in data:
+            return data
+    raise ProposalParseError(first_error or "no JSON object found in the reply; reply with one JSON object")
+
+
+def extract_code(text: str) -> tuple[str, str, str]:
+    """``(code, rationale, name)`` from a reply holding a python block that defines ``forward``."""
+    body = strip_think(text or "").strip()
+    blocks = [m.group(1) for m in _CODE_FENCE.finditer(body)]
+    code = next((b for b in blocks if "def forward" in b), None)
+    outside = _CODE_FENCE.sub("", body)
+    if code is None and "def forward" in body:
+        # An unfenced program: take everything from its first top-level statement.
+        lines = body.splitlines()
+        start = next((i for i, line in enumerate(lines) if re.match(r"(def |import |from |[A-Z_]+\s*=)", line)), 0)
+        code = "\n".join(lines[start:])
+        outside = "\n".join(lines[:start])
+    if code is None:
+        raise ProposalParseError("no ```python block defining forward(inputs) found in the reply")
+    rationale_m = re.search(r"rationale\s*:\s*(.+)", outside, re.I)
+    name_m = re.search(r"^\W*name\s*:\s*(\S.*)$", outside, re.I | re.M)
+    if rationale_m:
+        rationale = rationale_m.group(1).strip()
+    else:  # no "Rationale:" line: the prose around the code is the rationale
+        skip = name_m.group(0).strip() if name_m else None
+        rationale = " ".join(line.strip() for line in outside.splitlines() if line.strip() and line.strip() != skip)
+    name = name_m.group(1).strip().strip("<>`*\"' ") if name_m else ""
+    return code.strip() + "\n", rationale.strip().strip("<>").strip()[:1000], name
+
+
+def _ident(value: Any, fallback: str) -> str:
+    text = re.sub(r"\W+", "_", str(value or "").strip()).strip("_")
+    if not text:
+        return fallback
+    return text if re.match(r"[A-Za-z_]", text) else f"a_{text}"
+
+
+def _slug(value: Any, fallback: str) -> str:
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(value or "").strip()).strip("-.")[:48]
+    return text or fallback
+
+
+def _clamp(value: Any, lo: float, hi: float, as_int: bool = False) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return value
+    try:
+        num = float(value)
+    except ValueError:
+        return value  # left for pydantic to report
+    num = min(hi, max(lo, num))
+    return int(round(num)) if as_int else num
+
+
+def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
+    """Undo the formatting slips small models make, so only real design errors need a repair round."""
+    if "agents" not in data:
+        nested = next((v for v in data.values() if isinstance(v, dict) and "agents" in v), None)
+        if nested is not None:
+            data = {**nested, "rationale": nested.get("rationale") or data.get("rationale", "")}
+    data = dict(data)
+    topo = data.pop("topology", None)
+    if isinstance(topo, dict):
+        for key in ("edges", "rounds", "aggregation", "judge"):
+            data.setdefault(key, topo.get(key))
+    agents = data.get("agents")
+    if isinstance(agents, dict):  # {"solver": {...}} instead of a list
+        agents = [{"id": k, **v} if isinstance(v, dict) else {"id": k} for k, v in agents.items()]
+    renamed: dict[str, str] = {}
+    if isinstance(agents, list):
+        fixed = []
+        for i, agent in enumerate(agents):
+            if not isinstance(agent, dict):
+                fixed.append(agent)
+                continue
+            a = {k: v for k, v in agent.items() if v is not None}
+            raw_id = a.get("id", a.get("name", a.get("role", "")))
+            a["id"] = _ident(raw_id, f"agent_{i + 1}")
+            renamed[str(raw_id).strip()] = a["id"]
+            renamed[str(raw_id).strip().lower()] = a["id"]
+            if isinstance(a.get("module"), str):
+                mod = re.sub(r"[\s-]+", "_", a["module"].strip().lower())
+                a["module"] = _MODULE_ALIASES.get(mod.replace("_", ""), _MODULE_ALIASES.get(mod, mod))
+            if isinstance(a.get("tools"), str):
+                a["tools"] = [t.strip() for t in a["tools"].split(",") if t.strip()]
+            if "temperature" in a:
+                a["temperature"] = _clamp(a["temperature"], 0.0, 2.0)
+            if "copies" in a:
+                a["copies"] = _clamp(a["copies"], 1, 16, as_int=True)
+            if isinstance(a.get("adapter"), str):
+                adapter = a["adapter"].strip().lower()
+                a["adapter"] = adapter if adapter in ADAPTERS else "auto"  # a format name the runtime lacks
+            if isinstance(a.get("tools"), list):
+                a["tools"] = list(dict.fromkeys(str(t).strip() for t in a["tools"]))
+            for key in ("role", "instructions"):
+                if key in a:
+                    a[key] = str(a[key]).strip()
+            if any(isinstance(f, dict) and f.get("id") == a["id"] for f in fixed):
+                continue  # a repeated agent (small models loop): edges can only mean the first one
+            fixed.append(a)
+        data["agents"] = fixed
+
+    def end(name: Any) -> str:
+        text = str(name).strip().strip("'\"")
+        if text.lower() in ("input", "output"):
+            return text.lower()
+        return renamed.get(text, renamed.get(text.lower(), _ident(text, text)))
+
+    edges = data.get("edges")
+    if isinstance(edges, str):
+        edges = [e for e in re.split(r"[,;\n]", edges) if e.strip()]
+    if isinstance(edges, list):
+        out = []
+        for e in edges:
+            if isinstance(e, dict):
+                src = e.get("from", e.get("source", e.get("src")))
+                dst = e.get("to", e.get("target", e.get("dst")))
+                e = [src, dst]
+            if isinstance(e, list | tuple) and len(e) == 2:
+                out.append(f"{end(e[0])} -> {end(e[1])}")
+            elif isinstance(e, str):
+                parts = _ARROWS.split(e.strip())
+                out.append(" -> ".join(end(p) for p in parts) if len(parts) == 2 else e)
+            else:
+                out.append(str(e))
+        data["edges"] = out
+    if "rounds" in data and data["rounds"] is not None:
+        data["rounds"] = _clamp(data["rounds"], 1, 10, as_int=True)
+    agg = data.get("aggregation")
+    if isinstance(agg, str):
+        agg = re.sub(r"[\s-]+", "_", agg.strip().lower())
+        data["aggregation"] = _AGGREGATION_ALIASES.get(agg, agg)
+    elif agg is None:
+        data.pop("aggregation", None)
+    if data.get("aggregation") != "judge":
+        data["judge"] = None  # a stray judge with another aggregation is meaningless, not an error
+    elif data.get("judge") is not None:
+        data["judge"] = end(data["judge"])
+    for key in ("rounds", "name", "rationale"):
+        if data.get(key) is None:
+            data.pop(key, None)
+    if "rationale" in data and not isinstance(data["rationale"], str):
+        data["rationale"] = str(data["rationale"])
+    _drop_unwired(data)
+    return data
+
+
+def _drop_unwired(data: dict[str, Any]) -> None:
+    """Remove agents that no edge mentions (and that are not the judge): they could never run, so dropping
+    them keeps the design's behaviour and spares a repair round. Nothing is dropped if no agent is wired."""
+    agents = data.get("agents")
+    if not isinstance(agents, list):
+        return
+    ends = {p.strip() for e in data.get("edges", []) if isinstance(e, str) for p in e.split("->")}
+    judge = data.get("judge") if data.get("aggregation") == "judge" else None
+    wired = [a for a in agents if not isinstance(a, dict) or a.get("id") in ends or a.get("id") == judge]
+    if any(isinstance(a, dict) and a.get("id") in ends for a in wired):
+        data["agents"] = wired
+
+
+def spec_to_genome(spec: ProposalSpec, *, inputs: Sequence[str] = ("question",),
+                   outputs: Sequence[str] = ("answer",), name: str = "proposal") -> Genome:
+    """The config :class:`Genome` a proposal describes (raises :class:`ProposalParseError` on a bad shape)."""
+    try:
+        agents = [Agent(id=a.id, role=a.role, instructions=a.instructions, module=a.module,
+                        temperature=a.temperature, copies=a.copies, tools=list(a.tools), adapter=a.adapter)
+                  for a in spec.agents]
+        topology = Topology(edges=list(spec.edges), rounds=spec.rounds, aggregation=spec.aggregation,
+                            judge=spec.judge)
+        return Genome(kind="config", name=_slug(spec.name, name), description=spec.rationale[:400],
+                      inputs=list(inputs), outputs=list(outputs), agents=agents, topology=topology)
+    except ValidationError as exc:
+        raise ProposalParseError(format_validation_error(exc)) from None
+
+
+def parse_proposal(text: str, kind: GenomeKind, *, inputs: Sequence[str] = ("question",),
+                   outputs: Sequence[str] = ("answer",), name: str = "proposal") -> tuple[Genome, str]:
+    """``(genome, rationale)`` from a model reply; a valid genome or :class:`ProposalParseError`."""
+    if kind == "code":
+        code, rationale, title = extract_code(text)
+        try:
+            genome = Genome(kind="code", name=_slug(title, name), description=rationale[:400], inputs=list(inputs),
+                            outputs=list(outputs), code=code)
+        except ValidationError as exc:
+            raise ProposalParseError(format_validation_error(exc)) from None
+    else:
+        data = _normalise_spec(extract_json(text))
+        try:
+            spec = ProposalSpec.model_validate(data)
+        except ValidationError as exc:
+            raise ProposalParseError(format_validation_error(exc)) from None
+        genome = spec_to_genome(spec, inputs=inputs, outputs=outputs, name=name)
+        rationale = spec.rationale
+    found = problems(genome)
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise ProposalParseError("; ".join(found[:3]) + more)
+    return genome, rationale.strip()
+
+
+def starter_genome(inputs: Sequence[str] = ("question",), outputs: Sequence[str] = ("answer",)) -> Genome:
+    """One step-by-step solver: where a search starts when there are no seeds and the meta LM fails."""
+    solver = Agent(id="solver", role="careful solver", module="chain_of_thought",
+                   instructions="Think step by step, then give the final answer.")
+    return Genome(kind="config", name="starter", description="single chain-of-thought solver (fallback start)",
+                  inputs=list(inputs), outputs=list(outputs), agents=[solver],
+                  topology=Topology(edges=[("input", "solver"), ("solver", "output")]))
