@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from masforge.errors import ArchiveError
 
@@ -31,9 +31,45 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def _dumps(data: dict[str, Any]) -> str:
+    # Sorted keys and fixed layout: equal records give equal git blobs.
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class _JsonRecord:
+    """The JSON round trip both records share (a subclass has ``to_dict`` and ``from_dict``)."""
+
+    label: ClassVar[str] = "record"
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], origin: str) -> Self:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """Deterministic JSON text of :meth:`to_dict`."""
+        return _dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str, origin: str | None = None) -> Self:
+        """Parse :meth:`to_json` output (for a candidate also ``meta.json``); one-line ArchiveError if broken."""
+        origin = origin or cls.label
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ArchiveError(f"{origin}: invalid JSON in {cls.label} record ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ArchiveError(f"{origin}: a {cls.label} record must be a JSON object")
+        return cls.from_dict(data, origin)
+
+
 @dataclass
-class ResultRecord:
+class ResultRecord(_JsonRecord):
     """One evaluation of one candidate on one task split with one LM configuration."""
+
+    label: ClassVar[str] = "result"
 
     task: str
     split: str
@@ -92,25 +128,13 @@ class ResultRecord:
         except (TypeError, ValueError) as exc:
             raise ArchiveError(f"{origin}: invalid result record ({exc})") from None
 
-    def to_json(self) -> str:
-        """Deterministic JSON text (sorted keys), so equal results give equal git blobs."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, origin: str = "result") -> ResultRecord:
-        """Parse :meth:`to_json` output."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ArchiveError(f"{origin}: invalid JSON in result record ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ArchiveError(f"{origin}: a result record must be a JSON object")
-        return cls.from_dict(data, origin)
 
 
 @dataclass
-class CandidateRecord:
+class CandidateRecord(_JsonRecord):
     """A stored candidate: identity, lineage, provenance, status and its results."""
+
+    label: ClassVar[str] = "candidate"
 
     genome_id: str
     name: str
@@ -177,19 +201,4 @@ class CandidateRecord:
 
     def meta_json(self) -> str:
         """Deterministic ``meta.json`` text."""
-        return json.dumps(self.meta_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-    def to_json(self) -> str:
-        """Full record (with results) as JSON text."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, origin: str = "candidate") -> CandidateRecord:
-        """Parse :meth:`to_json` or :meth:`meta_json` output."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ArchiveError(f"{origin}: invalid JSON in candidate record ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ArchiveError(f"{origin}: a candidate record must be a JSON object")
-        return cls.from_dict(data, origin)
+        return _dumps(self.meta_dict())

@@ -35,6 +35,14 @@ CODE_SUFFIXES = (".py",)
 _FRONT_KEYS = ("name", "description", "source", "inputs", "outputs", "components", "metadata")
 
 
+def format_yaml_error(origin: object, exc: yaml.YAMLError, what: str = "") -> str:
+    """A YAML syntax error as one line: ``<origin>:<line>: invalid YAML[ in <what>] (<problem>)``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or "syntax error"
+    return f"{origin}{where}: invalid YAML{f' in {what}' if what else ''} ({problem})"
+
+
 def format_validation_error(exc: ValidationError) -> str:
     """First pydantic error as ``place: message`` (e.g. ``agents[1].temperature: must be <= 2``)."""
     err = exc.errors()[0]
@@ -78,10 +86,7 @@ def parse_genome_text(text: str, origin: str = "genome", fmt: str = "yaml") -> G
     except json.JSONDecodeError as exc:
         raise GenomeError(f"{origin}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise GenomeError(f"{origin}{where}: invalid YAML ({problem})") from None
+        raise GenomeError(format_yaml_error(origin, exc)) from None
     return genome_from_data(data, origin)
 
 

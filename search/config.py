@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from masforge.errors import ConfigError
+from masforge.genome.io import format_yaml_error
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 
@@ -82,9 +83,7 @@ class RunConfig(BaseModel):
         except OSError as exc:
             raise ConfigError(f"{p}: cannot read run configuration ({exc.strerror})") from None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{p}{where}: invalid YAML in run configuration") from None
+            raise ConfigError(format_yaml_error(p, exc, "run configuration")) from None
         return cls.from_data(data or {}, str(p))
 
     @classmethod

@@ -12,10 +12,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from masforge.errors import GenomeError
-from masforge.genome.io import format_validation_error, load_genome
+from masforge.genome.io import format_validation_error, format_yaml_error, load_genome
 from masforge.genome.schema import IDENT, Agent, Genome
 
 _SUFFIXES = (".yaml", ".yml", ".py")
+GENOME_SUFFIXES = (".yaml", ".yml", ".json", ".py")
+"""What a genome file may be called (the seeds themselves are never JSON)."""
 
 
 def seed_paths() -> list[Path]:
@@ -47,9 +49,6 @@ def load_seed(name: str) -> Genome:
         if _key(genome.name) == wanted:
             return genome
     raise GenomeError(f"unknown seed '{name}' (seeds: {', '.join(seed_names())}; see `masforge seeds`)")
-
-
-GENOME_SUFFIXES = (".yaml", ".yml", ".json", ".py")
 
 
 def resolve_genome(ref: str | os.PathLike[str]) -> Genome:
@@ -119,9 +118,7 @@ def load_inventory(path: str | os.PathLike[str] | None = None) -> list[Component
     except OSError as exc:
         raise GenomeError(f"{p}: cannot read the inventory ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise GenomeError(f"{p}{where}: invalid YAML ({getattr(exc, 'problem', None) or 'syntax error'})") from None
+        raise GenomeError(format_yaml_error(p, exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("components"), list):
         raise GenomeError(f"{p}: an inventory is a mapping with a list under 'components'")
     known_tools = set(tool_names())
