@@ -43,13 +43,15 @@ def plain_chat(task, client: LMClient, n: int) -> dict:
             "failures": {}}
 
 
-def through_masforge(task, client: LMClient, seed: str, n: int) -> dict:
+def through_masforge(task, client: LMClient, seed: str, n: int, *,
+                     not_failures: tuple[str, ...] = ("ok", "wrong")) -> dict:
+    """The seed run through masforge on the same examples (failures by kind, leaving out ``not_failures``)."""
     start = time.perf_counter()
     report = Evaluator(task, client, limit=n, concurrency=client.config("worker").max_concurrency,
                        example_timeout_s=3600).evaluate(load_seed(seed))
     return {"scores": report.scores, "tokens": report.tokens, "seconds": time.perf_counter() - start,
             "calls": report.llm_calls + report.cache_hits,
-            "failures": {k: v for k, v in report.failures.items() if k not in ("ok", "wrong")}}
+            "failures": {k: v for k, v in report.failures.items() if k not in not_failures}}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,11 +19,12 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.evaluators.runner import Evaluator  # noqa: E402
+from fidelity import plain_chat, through_masforge  # noqa: E402  (bench/ is the script's folder)
+
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
-from masforge.seeds import load_seed, seed_names  # noqa: E402
+from masforge.seeds import seed_names  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Cheapest first, so a stopped run has the most rows (calls per example: 1, 1-2, 2-3, ..., 7).
@@ -33,24 +34,11 @@ ORDER = ["io", "cot", "take_a_deep_breath", "step_back", "plan_and_solve", "expe
 
 
 def plain_row(task, client: LMClient, n: int) -> dict:
-    start = time.perf_counter()
-    scores, tokens = [], 0
-    for ex in task.split("validation", limit=n):
-        prompt = "\n\n".join(str(v) for v in ex.inputs.values())
-        c = client.complete([{"role": "user", "content": prompt}])
-        scores.append(task.score(ex, {"answer": c.text}).value)
-        tokens += c.prompt_tokens + c.completion_tokens
-    return {"name": "(plain chat)", "scores": scores, "calls": float(len(scores)), "tokens": tokens,
-            "seconds": time.perf_counter() - start, "failures": {}}
+    return {"name": "(plain chat)", **plain_chat(task, client, n)}
 
 
 def seed_row(task, client: LMClient, seed: str, n: int) -> dict:
-    start = time.perf_counter()
-    report = Evaluator(task, client, limit=n, concurrency=client.config("worker").max_concurrency,
-                       example_timeout_s=3600).evaluate(load_seed(seed))
-    return {"name": seed, "scores": report.scores, "calls": report.llm_calls + report.cache_hits,
-            "tokens": report.tokens, "seconds": time.perf_counter() - start,
-            "failures": {k: v for k, v in report.failures.items() if k != "ok"}}
+    return {"name": seed, **through_masforge(task, client, seed, n, not_failures=("ok",))}
 
 
 def render(header: list[str], tables: dict[str, list[dict]]) -> str:

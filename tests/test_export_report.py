@@ -61,19 +61,8 @@ from types import SimpleNamespace
 
 import dspy
 
+from masforge.runtime.fake_lm import arithmetic_answer as _arith
 from masforge.runtime.fake_lm import fake_reply, input_values, output_fields
-from masforge.runtime.tools import calculate
-
-_ARITH = re.compile(r"(-?\d+(?:\.\d+)?\s*(?:[-+*/]\s*-?\d+(?:\.\d+)?\s*)+)")
-
-
-def _arith(text):
-    for expr in _ARITH.findall(text):
-        try:
-            return calculate(expr)
-        except Exception:
-            continue
-    return None
 
 
 def strict_reply(messages, info):

@@ -35,7 +35,8 @@ def input_values(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
     return {k: v.strip() for k, v in _INPUT_BLOCK.findall(user)}
 
 
-def _arithmetic(text: str) -> str | None:
+def arithmetic_answer(text: str) -> str | None:
+    """The value of the first arithmetic expression in ``text`` that computes, or None."""
     from masforge.runtime.tools import calculate
 
     for expr in _ARITH.findall(text):
@@ -73,13 +74,13 @@ def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None =
         elif name in ("reasoning", "rationale", "critique", "feedback", "plan", "next_thought"):
             value = f"Considering the task step by step ({digest})."
         elif typ.startswith(("int", "float")):
-            value = _arithmetic(first) or "0"
+            value = arithmetic_answer(first) or "0"
         elif typ.startswith("bool"):
             value = "True"
         elif name in ("code", "program", "python_code", "solution_code"):
             value = "```python\nprint(1)\n```"
         else:
-            value = _arithmetic(first) or f"{name} to: {first[:60]}"
+            value = arithmetic_answer(first) or f"{name} to: {first[:60]}"
         parts.append(f"[[ ## {name} ## ]]\n{value}")
     return "\n\n".join(parts) + "\n\n[[ ## completed ## ]]"
 
@@ -90,7 +91,7 @@ _PLAIN_SECTION = re.compile(r"^([A-Z][\w ]*?): ?(.*)$", re.M)
 def _plain_reply(messages: Sequence[dict[str, Any]], digest: str) -> str:
     """A reply to a plain-chat prompt (the ``plain`` adapter or a raw ``llm()`` call)."""
     user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
-    answer = _arithmetic(user) or f"fake answer {digest}"
+    answer = arithmetic_answer(user) or f"fake answer {digest}"
     if "Reply with these parts" in user:
         form = user.rsplit("Reply with these parts", 1)[1].split("\n", 1)[-1]
         lines = []
