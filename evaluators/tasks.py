@@ -726,7 +726,10 @@ def _call(
 
 def get_task(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **options: Any) -> Task:
     """The task called `name` (see `list_tasks()`); `options` go to its factory
-    (e.g. `get_task("rg:leg_counting", size=200)`, `get_task("arc", version="arc1")`)."""
+    (e.g. `get_task("rg:leg_counting", size=200)`, `get_task("arc", version="arc1")`). A name ending in
+    `.jsonl` is a file of `question`/`answer` lines scored by exact match (`Task.from_jsonl` for others)."""
+    if name.endswith(".jsonl"):
+        return Task.from_jsonl(name, input="question", target="answer", metric="exact_match", seed=seed, **options)
     framework: dict[str, Any] = {"data_dir": data_dir, "seed": seed}
     entry = _REGISTRY.get(name)
     if entry is not None and not name.endswith(">"):
@@ -739,7 +742,7 @@ def get_task(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **
     known = ", ".join(n for n, _ in list_tasks())
     raise TaskError(
         f"unknown task {name!r}; known tasks: {known} "
-        "(or build one with Task.from_jsonl / Task.from_callable)"
+        "(or a .jsonl file of question/answer lines; see `masforge tasks`)"
     )
 
 

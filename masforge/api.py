@@ -17,7 +17,7 @@ def optimize(
     meta_lm: str | dict[str, Any] | None = None,
     seeds: list[str] | None = None,
     limit: int | None = 20,
-    test_limit: int | None = 50,
+    test_limit: int | str | None = "auto",
     concurrency: int = 4,
     output: str | Path = "runs",
     seed: int = 0,
@@ -31,7 +31,9 @@ def optimize(
     :class:`masforge.evaluators.tasks.Task` (e.g. ``Task.from_callable(fn)``). ``budget`` is a dict of
     ``max_dollars``, ``max_calls``, ``max_tokens``, ``max_candidates``, ``max_seconds``, ``patience`` — or an
     int meaning ``max_candidates``. ``lm`` is a litellm model string, ``"local"`` (default) or ``"fake"``.
-    Further keyword ``options`` are :class:`masforge.search.config.RunConfig` fields.
+    ``test_limit`` is the held-out examples per finalist (``"auto"``: three times ``limit``, at most 50).
+    Further keyword ``options`` are :class:`masforge.search.config.RunConfig` fields (``cost_weight``,
+    ``test_top_k``, ...).
 
     The result has ``.best`` / ``.best_genome``, ``.front``, ``.top(k)``, ``.test_scores``, ``.spend``,
     ``.run_dir`` and ``.open_archive()``.

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from masforge.errors import ConfigError
 from masforge.genome.io import format_yaml_error
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
+AUTO = "auto"
+"""A test_limit / test_top_k that scales with the search's own size (the default)."""
+DEFAULT_LIMIT = 20
+DEFAULT_MAX_CANDIDATES = 20
+MAX_TEST_LIMIT = 50
+MAX_TEST_TOP_K = 3
+
+
+def default_test_limit(limit: int | None) -> int:
+    """Held-out examples per finalist: three times the validation examples, at most 50, so a small search
+    stays small (the re-scoring used to dwarf it)."""
+    return MAX_TEST_LIMIT if limit is None else max(1, min(MAX_TEST_LIMIT, 3 * limit))
+
+
+def default_test_top_k(max_candidates: int | None) -> int:
+    """Finalists re-scored on the held-out split (besides the best seed and the best new system): one per
+    five candidates, 1 to 3."""
+    return MAX_TEST_TOP_K if max_candidates is None else max(1, min(MAX_TEST_TOP_K, max_candidates // 5))
 
 
 class BudgetConfig(BaseModel):
@@ -22,7 +41,7 @@ class BudgetConfig(BaseModel):
     max_dollars: float | None = Field(default=None, ge=0)
     max_calls: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
-    max_candidates: int | None = Field(default=20, ge=1)
+    max_candidates: int | None = Field(default=DEFAULT_MAX_CANDIDATES, ge=1)
     max_seconds: float | None = Field(default=None, gt=0)
     patience: int | None = Field(default=None, ge=1)
 
@@ -47,11 +66,13 @@ class RunConfig(BaseModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     concurrency: int = Field(default=4, ge=1, le=256)
     split: str = "validation"
-    limit: int | None = Field(default=20, ge=1)
+    limit: int | None = Field(default=DEFAULT_LIMIT, ge=1)
     """Examples of the search split each candidate is scored on."""
     test_split: str = "test"
-    test_limit: int | None = Field(default=50, ge=1)
-    test_top_k: int = Field(default=3, ge=0)
+    test_limit: int | None = Field(default=None, ge=1)
+    """Held-out examples per finalist (None: all); ``auto`` (the default): :func:`default_test_limit`."""
+    test_top_k: int = Field(default=MAX_TEST_TOP_K, ge=0)
+    """Finalists re-scored on the held-out split; ``auto`` (the default): :func:`default_test_top_k`."""
     cascade_first: int | None = Field(default=None, ge=1)
     """Score this many examples first and stop early if the candidate cannot reach the best."""
     cost_weight: float = Field(default=0.0, ge=0)
@@ -60,6 +81,23 @@ class RunConfig(BaseModel):
     name: str | None = None
     archive: str | None = None
     """Archive path (default: <run folder>/archive); several runs may share one."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scaled_defaults(cls, data: Any) -> Any:
+        """Resolve ``auto`` (or an absent) test_limit / test_top_k from the search's own size."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("test_limit", AUTO) == AUTO:
+            limit = data.get("limit", DEFAULT_LIMIT)
+            data["test_limit"] = default_test_limit(limit if isinstance(limit, int) else None)
+        if data.get("test_top_k", AUTO) == AUTO:
+            budget = data.get("budget") or {}
+            cap = budget.get("max_candidates", DEFAULT_MAX_CANDIDATES) if isinstance(budget, dict) else getattr(
+                budget, "max_candidates", DEFAULT_MAX_CANDIDATES)
+            data["test_top_k"] = default_test_top_k(cap if isinstance(cap, int) else None)
+        return data
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -87,14 +125,17 @@ class RunConfig(BaseModel):
         return cls.from_data(data or {}, str(p))
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], origin: str = "run configuration") -> RunConfig:
+    def from_data(cls, data: dict[str, Any], origin: str = "run configuration",
+                  names: Mapping[str, str] | None = None) -> RunConfig:
+        """Validate ``data``; one ConfigError line naming the field, or the name the user typed for it
+        (``names``: field path -> e.g. the command-line flag, so ``budget.max_dollars`` is ``--budget-usd``)."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             err = exc.errors()[0]
             place = ".".join(str(x) for x in err["loc"]) or "config"
             msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-            raise ConfigError(f"{origin}: {place}: {msg}") from None
+            raise ConfigError(f"{origin}: {(names or {}).get(place, place)}: {msg}") from None
 
     def dump(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False), encoding="utf-8")

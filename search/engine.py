@@ -111,8 +111,6 @@ def _new_run_dir(cfg: RunConfig) -> Path:
 
 def build_task(cfg: RunConfig) -> Task:
     """The task a configuration names (built-in name or .jsonl path)."""
-    if cfg.task.endswith(".jsonl"):
-        return Task.from_jsonl(cfg.task, input="question", target="answer", metric="exact_match")
     return get_task(cfg.task, data_dir=cfg.data_dir, seed=cfg.seed, **cfg.task_options)
 
 
@@ -135,6 +133,12 @@ def build_pipeline(cfg: RunConfig) -> list[Strategy]:
         raise ConfigError(f"strategy_options: '{stray[0]}' is not in the pipeline ({', '.join(cfg.strategy)}); "
                           "add it to strategy or remove its options")
     return [get_strategy(name, **cfg.strategy_options.get(name, {})) for name in cfg.strategy]
+
+
+def check_run(cfg: RunConfig) -> None:
+    """Refuse, in one line, what would fail later: the strategy pipeline and its options, the LMs."""
+    build_pipeline(cfg)
+    build_lms(cfg)
 
 
 def _spent_in_run(archive: ResumableArchive, run_id: str, task: str, split: str,

@@ -13,10 +13,34 @@ from rich.table import Table
 from rich.text import Text
 
 from masforge.search.context import SearchContext
+from masforge.text import shorten
 
 
 def _fmt_limit(value: float, limit: float | None, fmt: str) -> str:
     return f"{value:{fmt}}" + (f" / {limit:{fmt}}" if limit is not None else "")
+
+
+def describe_event(kind: str, data: dict[str, Any]) -> str | None:
+    """A search event as one readable line for the live view (None: not worth showing)."""
+    if kind == "candidate":
+        c = data["candidate"]
+        tag = "reused" if data.get("reused") else c.operator
+        star = " *best*" if data.get("improved") else ""
+        return f"{c.short_id} {shorten(c.genome.name, 40)} score {c.score:.3f} ({tag}){star}"
+    if kind == "rejected":
+        return f"rejected {shorten(data.get('name', ''), 30)}: {shorten(data.get('reason', ''), 90)}"
+    if kind == "stage":
+        if data.get("strategy") == "resume":
+            return f"resumed: {data.get('restored', 0)} candidates of this run restored from the archive"
+        where = f" (stage {data['index']} of {data['of']})" if data.get("of", 1) > 1 else ""
+        return f"strategy {data.get('strategy')}{where} starts"
+    if kind == "test":
+        return f"re-scoring {shorten(data.get('name', ''), 40)} on the held-out test split"
+    if kind == "stalled":
+        return f"{data.get('strategy')} stopped: {data.get('steps', 'several')} steps in a row found nothing new"
+    if kind == "note":
+        return f"{data.get('strategy', 'note')}: {shorten(data.get('message', ''), 110)}"
+    return None
 
 
 class SearchProgress:
@@ -46,17 +70,10 @@ class SearchProgress:
             self.live = None
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "candidate":
-            c = data["candidate"]
-            tag = "reused" if data.get("reused") else c.operator
-            star = " *best*" if data.get("improved") else ""
-            self.last = f"{c.short_id} {c.genome.name[:40]} score {c.score:.3f} ({tag}){star}"
-        elif kind == "rejected":
-            self.last = f"rejected {data.get('name', '')[:30]}: {str(data.get('reason', ''))[:90]}"
-        elif kind in ("stage", "test", "stalled"):
-            self.last = f"{kind}: {data}"
-        else:
+        text = describe_event(kind, data)
+        if text is None:
             return
+        self.last = text
         if self.live is not None:
             self.live.update(self._render())
         elif self.enabled and self.ctx is not None:

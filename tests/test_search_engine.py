@@ -124,6 +124,38 @@ def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Pat
     assert resumed.stats["reused"] >= len(finished)  # ... and none of it was evaluated again
 
 
+def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import sys, time\n"
+        "import masforge.runtime.fake_lm as t\n"
+        "orig = t.fake_reply\n"
+        "def slow(messages, info=None):\n"
+        "    time.sleep(0.02)\n"
+        "    return orig(messages, info)\n"
+        "t.fake_reply = slow\n"
+        "from masforge.cli import main\n"
+        f"sys.argv = ['masforge', 'search', '--task', '{TASK}', '--strategy', 'random', '--lm', 'fake', '-n', '40',"
+        " '--limit', '6', '--seeds', 'cot,io', '-o', sys.argv[1], '-q']\n"
+        "main()\n"
+    )
+    env = {**os.environ, "MASFORGE_CACHE": str(tmp_path / "cache2")}
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        events = list((tmp_path / "runs").glob("*/events.jsonl"))
+        if events and len(events[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
+    assert "interrupted" in err and f"search --resume {run_dir}" in err
+    assert "Traceback" not in out + err
+
+
 def test_optimize_api_with_callable_objective(tmp_path: Path) -> None:
     from masforge.evaluators.tasks import Task
 

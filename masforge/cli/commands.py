@@ -19,8 +19,9 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
-from masforge.cli.console import console, print_error, short, user_errors
+from masforge.cli.console import console, masforge_command, print_error, short, user_errors
 from masforge.errors import GenomeError, MasforgeError
+from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
 
 app = typer.Typer(
@@ -164,12 +165,14 @@ def evaluate(
     genome: Annotated[str, typer.Argument(help="Genome file, seed name or exported module.")],
     task: Annotated[str, typer.Option("--task", "-t", help="Task name (masforge tasks) or a .jsonl file.")],
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "validation",
-    limit: Annotated[int | None, typer.Option(help="Only the first N examples.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")] = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
-    concurrency: Annotated[int, typer.Option(help="Examples evaluated at once.")] = 4,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop after this many dollars.")] = None,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", help="Stop after this many LM calls.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")] = 4,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
+    = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
+    = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
@@ -182,7 +185,9 @@ def evaluate(
         from masforge.export import is_exported, load_exported
 
         g = load_exported(genome) if is_exported(genome) else resolve_genome(genome)
-        t = resolve_task(task, data_dir)
+        from masforge.evaluators.tasks import get_task
+
+        t = get_task(task, data_dir=data_dir)
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
         client.ledger.budget = Budget(max_dollars=budget_usd, max_calls=max_calls)
@@ -198,21 +203,12 @@ def evaluate(
             report = ev.evaluate(g, progress=tick)
         console.print(report_table(report, f"{g.name} ({g.short_id}) on {client.config('worker').model}"))
         if report.stopped:
-            print_error(f"stopped early: budget limit '{report.stopped}' reached; the table covers "
+            print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
                         f"{report.n} finished examples")
         if output:
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(json.dumps(report.to_dict(), indent=2, default=str))
             console.print(f"report written to {output}")
-
-
-def resolve_task(name: str, data_dir: Path | None = None) -> object:
-    """A Task from a built-in name or a .jsonl file (fields question/answer)."""
-    from masforge.evaluators.tasks import Task, get_task
-
-    if name.endswith(".jsonl"):
-        return Task.from_jsonl(name, input="question", target="answer", metric="exact_match")
-    return get_task(name, data_dir=data_dir)
 
 
 @app.command()
@@ -228,40 +224,71 @@ def tasks() -> None:
     console.print(table)
 
 
+def _positive(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"must be greater than 0, got {value}")
+    return value
+
+
+# The run-configuration fields the search flags set, by the flag the user typed (for error messages).
+SEARCH_FLAGS = {
+    "task": "--task", "strategy": "--strategy", "lm": "--lm", "meta_lm": "--meta-lm", "api_base": "--api-base",
+    "seeds": "--seeds", "limit": "--limit", "test_limit": "--test-limit", "test_top_k": "--test-top-k",
+    "concurrency": "--concurrency", "output": "--output", "seed": "--seed", "budget.max_candidates": "--max-candidates",
+    "budget.max_dollars": "--budget-usd", "budget.max_calls": "--max-calls", "budget.max_seconds": "--max-minutes",
+}
+
+
 @app.command()
 def search(
     task: Annotated[str | None, typer.Option("--task", "-t", help="Task name or .jsonl file.")] = None,
-    strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Strategy or pipeline, e.g. "
-                                                 "'evolve' or 'knapsack,evolve,tune'.")] = None,
+    strategy: Annotated[str | None, typer.Option(
+        "--strategy", "-s", show_default="evolve",
+        help="Strategy or pipeline, e.g. 'evolve' or 'knapsack,evolve,tune'; 'list' describes them.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Run configuration YAML.")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue a stopped run folder.")] = None,
     lm: LmOption = None,
     meta_lm: MetaLmOption = None,
     api_base: ApiBaseOption = None,
-    seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.")] = None,
-    max_candidates: Annotated[int | None, typer.Option("--max-candidates", "-n", help="Candidates to evaluate.")]
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.",
+                                              show_default=",".join(DEFAULT_SEEDS))] = None,
+    max_candidates: Annotated[int | None, typer.Option(
+        "--max-candidates", "-n", min=1, help="Candidates to evaluate.", show_default=str(DEFAULT_MAX_CANDIDATES))]
     = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Dollar budget.")] = None,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", help="LM-call budget.")] = None,
-    max_minutes: Annotated[float | None, typer.Option("--max-minutes", help="Wall-time budget.")] = None,
-    limit: Annotated[int | None, typer.Option(help="Validation examples per candidate.")] = None,
-    test_limit: Annotated[int | None, typer.Option("--test-limit", help="Held-out test examples.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Examples evaluated at once.")] = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Folder for run folders.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Dollar budget.")] = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="LM-call budget.")] = None,
+    max_minutes: Annotated[float | None, typer.Option("--max-minutes", callback=_positive,
+                                                      help="Wall-time budget.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Validation examples each candidate is scored on.", show_default=str(DEFAULT_LIMIT))] = None,
+    test_limit: Annotated[int | None, typer.Option(
+        "--test-limit", min=1, help="Held-out test examples per finalist.",
+        show_default=f"3 x --limit, at most {MAX_TEST_LIMIT}")] = None,
+    test_top_k: Annotated[int | None, typer.Option(
+        "--test-top-k", min=0, show_default=f"-n / 5, from 1 to {MAX_TEST_TOP_K}",
+        help="Finalists re-scored on the held-out test split, besides the best seed and the best new system "
+        "(0: none).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, max=256, help="Examples evaluated at once.",
+                                                    show_default="4")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Folder for run folders.",
+                                               show_default="runs")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.", show_default="0")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
     """Search for better multi-agent systems; live progress; Ctrl-C stops cleanly (resume with --resume)."""
     from masforge.search.config import RunConfig
-    from masforge.search.engine import run_search
+    from masforge.search.engine import check_run, run_search
 
+    if strategy is not None and strategy.strip() == "list":
+        strategies()
+        return
     with user_errors():
         data: dict[str, object] = {}
         if config is not None:
             data = RunConfig.load(config).model_dump(exclude_unset=True)
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
-                 "seeds": seeds, "limit": limit, "test_limit": test_limit, "concurrency": concurrency,
-                 "output": output, "seed": seed}
+                 "seeds": seeds, "limit": limit, "test_limit": test_limit, "test_top_k": test_top_k,
+                 "concurrency": concurrency, "output": output, "seed": seed}
         data.update({k: v for k, v in flags.items() if v is not None})
         budget = dict(data.get("budget") or {})  # type: ignore[call-overload]
         for key, value in (("max_candidates", max_candidates), ("max_dollars", budget_usd),
@@ -271,16 +298,23 @@ def search(
         if budget:
             data["budget"] = budget
         if resume is not None:
-            cfg = RunConfig.from_data({"task": "resume", **data}) if data else None
+            cfg = RunConfig.from_data({"task": "resume", **data}, "command line", SEARCH_FLAGS) if data else None
+            console.print(f"resuming {resume} ...")
             result = run_search(cfg, resume=resume, progress=not quiet, console=console)
         else:
             if "task" not in data:
                 raise MasforgeError("give --task NAME (see `masforge tasks`) or --config run.yaml")
-            cfg = RunConfig.from_data(data, "command line")
-            console.print(f"searching {cfg.task} with {'+'.join(cfg.strategy)} "
-                          f"(worker LM: {cfg.lm or 'local'}) ...")
+            cfg = RunConfig.from_data(data, "command line", SEARCH_FLAGS)
+            check_run(cfg)  # a bad strategy, option or LM is one line before anything is printed or paid
+            console.print(f"searching {cfg.task} with {'+'.join(cfg.strategy)} (worker LM: {cfg.lm or 'local'}; "
+                          f"{cfg.budget.max_candidates or 'unlimited'} candidates on {cfg.limit or 'all'} examples, "
+                          f"finalists on {cfg.test_limit or 'all'} held-out examples) ...")
             result = run_search(cfg, progress=not quiet, console=console)
         print_search_result(result)
+        if result.stop_reason == "interrupted":
+            print_error(f"interrupted: nothing finished is lost; continue with `masforge search --resume "
+                        f"{result.run_dir}`")
+            raise typer.Exit(130)
         from masforge.report import build_report, write_report
 
         try:
@@ -288,6 +322,31 @@ def search(
             console.print(f"report: {path}")
         except MasforgeError as exc:  # the search result stands even if the report cannot be drawn
             print_error(f"report not written: {exc}")
+
+
+@app.command()
+def strategies() -> None:
+    """List the search strategies with what each does and its options (no search is run)."""
+    from masforge.search.strategies import describe_strategies
+
+    table = Table(title="strategies (use with --strategy NAME, or a pipeline such as knapsack,evolve,tune)")
+    for col in ("name", "what it does", "options (strategy_options in a run configuration)"):
+        table.add_column(col, overflow="fold")
+    for name, summary, options in describe_strategies():
+        table.add_row(name, summary, ", ".join(str(o) for o in options))
+    console.print(table)
+
+
+# Why a search or evaluation stopped, in the words (and flags) the user knows.
+STOP_REASONS = {
+    "max_candidates": "all candidates evaluated (-n / --max-candidates)",
+    "dollars": "dollar budget reached (--budget-usd)",
+    "llm_calls": "LM-call budget reached (--max-calls)",
+    "tokens": "token budget reached (budget.max_tokens)",
+    "wall_time": "time budget reached (--max-minutes)",
+    "patience": "no new best for budget.patience candidates",
+    "interrupted": "interrupted (Ctrl-C)",
+}
 
 
 def print_search_result(result: object) -> None:
@@ -310,7 +369,8 @@ def print_search_result(result: object) -> None:
                          "seed" if t.is_seed else "")
         console.print(test)
     spend = r.spend  # type: ignore[attr-defined]
-    console.print(f"stopped: {r.stop_reason}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "  # type: ignore[attr-defined]
+    why = STOP_REASONS.get(r.stop_reason, r.stop_reason)  # type: ignore[attr-defined]
+    console.print(f"stopped: {why}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "
                   f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
     found, seed = r.versus_seeds()  # type: ignore[attr-defined]
     n_val = r.config.limit  # type: ignore[attr-defined]
@@ -328,7 +388,7 @@ def print_search_result(result: object) -> None:
             console.print(f"best: [bold]{escape(best.genome.name)}[/bold] ({best.short_id}) validation score "
                           f"{best.score:.3f} on {n_val} examples")
     console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]
-    console.print(f"browse: masforge archive list --archive {r.archive_path}")  # type: ignore[attr-defined]
+    console.print(f"browse: {masforge_command()} archive list --archive {r.archive_path}")  # type: ignore[attr-defined]
 
 
 @genome_app.command("validate")

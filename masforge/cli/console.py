@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -16,10 +20,42 @@ console = Console() if Console().is_terminal else Console(width=140)
 err_console = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=200)
 
 
+def _as_typed(path: str) -> str:
+    """A path as the user can type it from here: relative below the working folder, else absolute."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full)
+    return full if rel.startswith("..") else (rel if os.sep in rel else f".{os.sep}{rel}")
+
+
+def masforge_command() -> str:
+    """The command that runs masforge again, as the user can type it here: ``masforge`` when that is on
+    PATH (and is this one), else the path they used (``.venv/bin/masforge`` after ``make run``), or
+    ``python -m masforge``. Printed hints use it, so they can be copied as they are."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    name = Path(argv0).name
+    if name == "masforge":
+        on_path = shutil.which("masforge")
+        if on_path and os.path.abspath(on_path) == os.path.abspath(argv0):
+            return "masforge"
+        return _as_typed(argv0)
+    if name == "__main__.py":
+        python = sys.executable
+        on_path = shutil.which(Path(python).name)
+        same = on_path is not None and os.path.abspath(on_path) == os.path.abspath(python)
+        return f"{Path(python).name if same else _as_typed(python)} -m masforge"
+    return "masforge"  # embedded (tests, notebooks): the installed command's name
+
+
+def runnable(text: str) -> str:
+    """``text`` with its `masforge ...` hints written as the command that works here."""
+    command = masforge_command()
+    return text if command == "masforge" else text.replace("`masforge ", f"`{command} ")
+
+
 def print_error(message: str) -> None:
-    """One red line on stderr."""
+    """One red line on stderr (hints in it name the command as the user can run it)."""
     first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
-    err_console.print(f"[red]error:[/red] {escape(first)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(runnable(first))}", soft_wrap=True, highlight=False)
 
 
 @contextlib.contextmanager

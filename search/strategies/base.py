@@ -129,8 +129,8 @@ class Strategy(ABC):
 
     @classmethod
     def summary(cls) -> str:
-        """The first line of the class docstring (what ``masforge strategies`` shows)."""
-        return (inspect.getdoc(cls) or cls.name).splitlines()[0]
+        """The first paragraph of the class docstring on one line (what ``masforge strategies`` shows)."""
+        return " ".join((inspect.getdoc(cls) or cls.name).split("\n\n")[0].split()).replace("``", "")
 
     def setup(self, ctx: SearchContext) -> None:
         """Called once before the first step (e.g. build a population)."""
