@@ -764,6 +764,13 @@ def test_report_from_a_real_run(small_run: Any, tmp_path: Path) -> None:
     assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=", page)
     assert not re.search(r"url\((?!#)|@import", page)  # only in-document references like url(#arrow)
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+    # the best-score card shows its confidence interval (and the held-out card its own, with the sample size)
+    cards = page.split('<div class="cards">', 1)[1].split("</header>", 1)[0]
+    best_card = cards.split("best validation score", 1)[1].split('<div class="card">', 1)[0]
+    lo, hi = data.best["ci"]
+    assert f"95% CI [{lo:.2f}, {hi:.2f}]" in best_card
+    test_card = cards.split("its held-out test score", 1)[1].split('<div class="card">', 1)[0]
+    assert re.search(r"95% CI \[[0-9.]+, [0-9.]+\] on \d+ examples", test_card)
 
 
 def test_report_lineage_of_a_descendant(small_run: Any) -> None:
@@ -902,6 +909,36 @@ def test_report_renders_in_headless_chromium(small_run: Any, tmp_path: Path) -> 
     png = shot.read_bytes()
     assert len(png) > 10_000
     assert _png_colours(png) > 8, "the screenshot is (nearly) blank"
+
+
+_LAYOUT_HOOK = ("<script>window.addEventListener('load',function(){var d=document.createElement('div');"
+                "d.id='layout';var r=[].map.call(document.querySelectorAll('svg.chart'),function(s){return "
+                "Math.ceil(s.getBoundingClientRect().right)});d.textContent=window.innerWidth+':'+"
+                "document.documentElement.scrollWidth+':'+Math.max.apply(null,r);document.body.appendChild(d)});"
+                "</script>")
+
+
+def test_report_charts_shrink_on_a_narrow_screen(small_run: Any, tmp_path: Path) -> None:
+    """Below the charts' natural width (600 px each, 900 px and more side by side) the page does not scroll
+    sideways: the charts shrink with it."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium binary found (install Debian's `chromium` package to run the browser check)")
+    from masforge.report import generate_report
+
+    page = generate_report(small_run.run_dir, tmp_path / "report.html").read_text()
+    checked = tmp_path / "narrow.html"
+    checked.write_text(page.replace("<head>", "<head>" + _LAYOUT_HOOK, 1), encoding="utf-8")
+    width = 480
+    cmd = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--virtual-time-budget=5000",
+           f"--window-size={width},1200", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", checked.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.findall(r'<div id="layout">(\d+):(\d+):(\d+)</div>', proc.stdout)
+    assert found, "the layout probe did not run"
+    viewport, page_width, chart_right = map(int, found[0])
+    assert viewport < 600  # narrower than one chart's natural width: the check means something
+    assert page_width <= viewport and chart_right <= viewport, (viewport, page_width, chart_right)
 
 
 def test_png_decoder_sees_a_blank_image() -> None:

@@ -91,14 +91,17 @@ class ReportData:
     notes: list[str]
 
     @property
-    def best_test(self) -> float | None:
-        """The best candidate's held-out test score, if it was re-scored on the test split."""
+    def best_test_row(self) -> dict[str, Any] | None:
+        """The best candidate's held-out test result (score, ci, n), if it was re-scored on the test split."""
         if self.best is None:
             return None
-        for t in self.test:
-            if t.get("genome_id") == self.best["id"]:
-                return num(t.get("test"))
-        return None
+        return next((t for t in self.test if t.get("genome_id") == self.best["id"]), None)
+
+    @property
+    def best_test(self) -> float | None:
+        """The best candidate's held-out test score, if it was re-scored on the test split."""
+        row = self.best_test_row
+        return None if row is None else num(row.get("test"))
 
 
 def _read_json(path: Path) -> Any:

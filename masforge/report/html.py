@@ -29,8 +29,16 @@ h2 { font-size: 17px; margin: 0 0 10px; padding-bottom: 4px; border-bottom: 1px 
         min-width: 150px; }
 .card .v { font-size: 20px; font-weight: 600; }
 .card .k { color: var(--muted); font-size: 12px; }
+.card .d { color: var(--muted); font-size: 12px; font-variant-numeric: tabular-nums; }
 .charts { display: flex; flex-wrap: wrap; gap: 24px; }
+/* A flex item is never narrower than its content by default; min-width: 0 lets a chart shrink with the page. */
+.charts > div { flex: 0 1 auto; min-width: 0; max-width: 100%; }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 6px; max-width: 100%; height: auto; }
+.table-wrap { overflow-x: auto; }
+@media (max-width: 700px) {
+  header, main, footer { padding-left: 12px; padding-right: 12px; }
+  .card { min-width: 0; flex: 1 1 140px; }
+}
 .grid { stroke: #eef1f5; stroke-width: 1; }
 .axis { stroke: #8a94a6; stroke-width: 1; }
 .tick { fill: var(--muted); font-size: 11px; }
@@ -119,15 +127,27 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int] | None =
                 cells.append(f'<td class="num">{esc(value)}</td>' if i in numeric else f"<td>{esc(value)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     cls = ' class="sortable"' if sortable else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # Wide tables scroll inside their box on a narrow screen instead of widening the page.
+    table = f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table-wrap">{table}</div>'
 
 
 def _money(value: float) -> str:
     return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
-def _card(value: str, label: str) -> str:
-    return f'<div class="card"><div class="v">{esc(value)}</div><div class="k">{esc(label)}</div></div>'
+def _card(value: str, label: str, detail: str = "") -> str:
+    extra = f'<div class="d">{esc(detail)}</div>' if detail else ""
+    return f'<div class="card"><div class="v">{esc(value)}</div><div class="k">{esc(label)}</div>{extra}</div>'
+
+
+def _ci_text(row: dict[str, Any] | None, n: object = None) -> str:
+    """``95% CI [lo, hi]`` (on n examples) of a candidate or test row; empty without a CI."""
+    ci = (row or {}).get("ci")
+    if not ci or len(ci) != 2:
+        return ""
+    on = f" on {int(num(n))} examples" if n else ""
+    return f"95% CI [{num(ci[0]):.2f}, {num(ci[1]):.2f}]{on}"
 
 
 def render_html(data: ReportData) -> str:
@@ -138,8 +158,10 @@ def render_html(data: ReportData) -> str:
     lm = data.config.get("lm")
     lm_text = lm.get("model", lm) if isinstance(lm, dict) else (lm or "local")
     cards = [
-        _card(f"{best['score']:.3f}" if best else "-", "best validation score"),
-        _card(f"{best_test:.3f}" if best_test is not None else "-", "its held-out test score"),
+        _card(f"{best['score']:.3f}" if best else "-", "best validation score",
+              _ci_text(best, data.config.get("limit"))),
+        _card(f"{best_test:.3f}" if best_test is not None else "-", "its held-out test score",
+              _ci_text(data.best_test_row, (data.best_test_row or {}).get("n"))),
         _card(f"{data.median:.3f}" if data.median is not None else "-", "median validation score"),
         _card(str(len(data.candidates)), "candidates evaluated"),
         _card(_money(num(spend.get("dollars"))), "dollars spent"),
