@@ -22,7 +22,7 @@ class Candidate:
     score: float
     """Task quality on the search split (0..1)."""
     fitness: float
-    """What selection maximises: the task objective (quality minus weighted cost)."""
+    """What selection maximises: the search's fitness, quality minus weighted cost (:mod:`masforge.search.fitness`)."""
     dollars: float = 0.0
     """Dollars per example."""
     tokens: float = 0.0

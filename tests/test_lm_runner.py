@@ -478,7 +478,7 @@ def test_cli_evaluate_max_calls_stop_message(cli):
     result = cli("evaluate", "cot", "--task", "rg:basic_arithmetic", "--lm", "fake", "--limit", "6",
                  "--max-calls", "2", "--concurrency", "1", "--no-cache")
     assert result.exit_code == 0, result.output
-    assert "stopped early: budget limit 'llm_calls' reached" in result.output
+    assert "stopped early: LM-call budget reached (--max-calls)" in result.output
     assert "2/6" in result.output  # the table covers the finished examples
 
 
@@ -486,7 +486,7 @@ def test_cli_evaluate_budget_usd_stop_message(cli):
     result = cli("evaluate", "cot", "--task", "rg:basic_arithmetic", "--lm", "fake", "--limit", "3",
                  "--budget-usd", "0", "--no-cache")
     assert result.exit_code == 0, result.output
-    assert "stopped early: budget limit 'dollars' reached" in result.output
+    assert "stopped early: dollar budget reached (--budget-usd)" in result.output
 
 
 def test_cli_evaluate_unknown_task_is_one_line(cli):

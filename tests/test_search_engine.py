@@ -85,18 +85,22 @@ def test_resume_needs_a_run_folder(tmp_path: Path) -> None:
         run_search(resume=tmp_path)
 
 
+# A script preamble: the fake LM made slow enough that a signal lands in the middle of a search.
+SLOW_FAKE_LM = ("import sys, time\n"
+                "import masforge.runtime.fake_lm as t\n"
+                "orig = t.fake_reply\n"
+                "def slow(messages, info=None):\n"
+                "    time.sleep(0.02)\n"
+                "    return orig(messages, info)\n"
+                "t.fake_reply = slow\n")
+
+
 def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Path) -> None:
     script = tmp_path / "slow_search.py"
     script.write_text(
-        "import sys, time\n"
-        "from masforge.search.config import RunConfig\n"
+        SLOW_FAKE_LM
+        + "from masforge.search.config import RunConfig\n"
         "from masforge.search.engine import run_search\n"
-        "import masforge.runtime.fake_lm as t\n"
-        "orig = t.fake_reply\n"
-        "def slow(messages, info=None):\n"
-        "    time.sleep(0.02)\n"
-        "    return orig(messages, info)\n"
-        "t.fake_reply = slow\n"
         f"cfg = RunConfig.from_data({{'task': '{TASK}', 'strategy': ['random'], 'lm': 'fake', 'seeds': ['cot', 'io'],"
         f" 'limit': 6, 'test_limit': 3, 'name': 'killed', 'output': sys.argv[1],"
         f" 'budget': {{'max_candidates': 40}}}})\n"
@@ -127,14 +131,8 @@ def test_killed_search_resumes_without_losing_finished_evaluations(tmp_path: Pat
 def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
     script = tmp_path / "interrupted.py"
     script.write_text(
-        "import sys, time\n"
-        "import masforge.runtime.fake_lm as t\n"
-        "orig = t.fake_reply\n"
-        "def slow(messages, info=None):\n"
-        "    time.sleep(0.02)\n"
-        "    return orig(messages, info)\n"
-        "t.fake_reply = slow\n"
-        "from masforge.cli import main\n"
+        SLOW_FAKE_LM
+        + "from masforge.cli import main\n"
         f"sys.argv = ['masforge', 'search', '--task', '{TASK}', '--strategy', 'random', '--lm', 'fake', '-n', '40',"
         " '--limit', '6', '--seeds', 'cot,io', '-o', sys.argv[1], '-q']\n"
         "main()\n"

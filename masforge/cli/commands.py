@@ -19,10 +19,11 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
-from masforge.cli.console import console, masforge_command, print_error, short, user_errors
+from masforge.cli.console import console, masforge_command, print_error, user_errors
 from masforge.errors import GenomeError, MasforgeError
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
+from masforge.text import shorten
 
 app = typer.Typer(
     help="masforge: a self-evolving designer of multi-agent LLM systems.",
@@ -119,7 +120,7 @@ def run(
         for i, call in enumerate(result.trace.calls, 1):
             out = call.error or "; ".join(f"{k}: {v}" for k, v in call.outputs.items() if k != "reasoning")
             table.add_row(str(i), call.agent, str(call.copy), str(call.round), call.module, str(call.tokens),
-                          f"{call.cost:.5f}", f"{call.latency_s:.2f}", short(out, 70))
+                          f"{call.cost:.5f}", f"{call.latency_s:.2f}", shorten(out, 70))
         console.print(table)
         snap = client.ledger.snapshot()
         console.print(f"LM calls {snap['llm_calls']} (+{snap['cache_hits']} cached), tokens {snap['tokens']}, "
@@ -356,7 +357,7 @@ def print_search_result(result: object) -> None:
     for col in ("id", "name", "score", "95% CI", "$/example", "tokens/ex", "made by"):
         top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
     for c in r.top(8):  # type: ignore[attr-defined]
-        top.add_row(c.short_id, short(c.genome.name, 40), f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
+        top.add_row(c.short_id, shorten(c.genome.name, 40), f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
                     f"{c.dollars:.5f}", f"{c.tokens:.0f}", f"{c.strategy}/{c.operator}")
     console.print(top)
     if r.test_scores:  # type: ignore[attr-defined]
@@ -364,7 +365,7 @@ def print_search_result(result: object) -> None:
         for col in ("name", "validation", "test", "95% CI", "$/example", "seed?"):
             test.add_column(col)
         for t in r.test_scores:  # type: ignore[attr-defined]
-            test.add_row(short(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}",
+            test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}",
                          f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.dollars_per_example:.5f}",
                          "seed" if t.is_seed else "")
         console.print(test)
@@ -446,7 +447,7 @@ def seeds() -> None:
 
         for path in seed_paths():
             g = load_genome(path)
-            table.add_row(g.name, path.name, g.kind, str(len(g.agents)), short(g.description, 70))
+            table.add_row(g.name, path.name, g.kind, str(len(g.agents)), shorten(g.description, 70))
     console.print(table)
 
 

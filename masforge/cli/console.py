@@ -13,8 +13,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from masforge.text import shorten
-
 # Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
 console = Console() if Console().is_terminal else Console(width=140)
 err_console = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=200)
@@ -70,6 +68,3 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def short(text: object, limit: int = 80) -> str:
-    """One-line preview of a value for tables (a cut one ends in a single-character ellipsis)."""
-    return shorten(text, limit, mark="…")

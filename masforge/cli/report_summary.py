@@ -11,7 +11,7 @@ def print_summary(data: ReportData, console: Any) -> None:
     """The report's key numbers as rich tables."""
     from rich.table import Table
 
-    from masforge.cli.console import short
+    from masforge.text import shorten
 
     spend = data.spend
     head = Table(title=f"run {data.name}", show_header=False)
@@ -28,7 +28,7 @@ def print_summary(data: ReportData, console: Any) -> None:
         ("spent", f"${num(spend.get('dollars')):.4f}, {int(num(spend.get('tokens')))} tokens, "
                   f"{int(num(spend.get('llm_calls')))} LM calls (+{int(num(spend.get('cache_hits')))} cached), "
                   f"{num(spend.get('elapsed_s')):.0f}s"),
-        ("Pareto front", ", ".join(f"{short(c['name'], 24)} {c['score']:.2f}" for c in data.front) or "-"),
+        ("Pareto front", ", ".join(f"{shorten(c['name'], 24)} {c['score']:.2f}" for c in data.front) or "-"),
     ]
     for k, v in rows:
         head.add_row(k, v)
@@ -38,7 +38,7 @@ def print_summary(data: ReportData, console: Any) -> None:
         top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
     for item in data.top:
         c = item.candidate
-        top.add_row(c["id"][:12], short(c["name"], 36), f"{c['score']:.3f}", f"{c['dollars_per_example']:.5f}",
+        top.add_row(c["id"][:12], shorten(c["name"], 36), f"{c['score']:.3f}", f"{c['dollars_per_example']:.5f}",
                     f"{c['tokens_per_example']:.0f}", f"{c.get('strategy', '')}/{c.get('operator', '')}")
     console.print(top)
     if len(data.strategy_rows) > 1:
@@ -55,7 +55,7 @@ def print_summary(data: ReportData, console: Any) -> None:
             test.add_column(col)
         for t in data.test:
             ci = t.get("ci") or [0, 0]
-            test.add_row(short(t.get("name", ""), 36), f"{num(t.get('validation')):.3f}", f"{num(t.get('test')):.3f}",
+            test.add_row(shorten(t.get("name", ""), 36), f"{num(t.get('validation')):.3f}", f"{num(t.get('test')):.3f}",
                          f"[{num(ci[0]):.2f}, {num(ci[1]):.2f}]", "seed" if t.get("is_seed") else "")
         console.print(test)
     for note in data.notes:
