@@ -229,8 +229,9 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         diff = r.get("diff")
         diff_txt = f"{diff[0]:+.3f} [{diff[1]:+.3f}, {diff[2]:+.3f}]" if diff else "-"
         top_txt = ", ".join(f"{t:.2f}" for _, t in top) or "-"
+        valid = "-" if np.isnan(r["valid_share"]) else f"{r['valid_share']:.0%}"
         lines.append(f"| {r['strategy']} | {seed_txt} | {found_txt} | {diff_txt} | {top_txt} | "
-                     f"{r['valid_share']:.0%} | {r['duplicates']} | {r['calls']} | {r['minutes']:.0f} |")
+                     f"{valid} | {r['duplicates']} | {r['calls']} | {r['minutes']:.0f} |")
         if diff and diff[1] > 0:
             verdict.append(r["strategy"])
     lines += ["", "Operators (proposals evaluated, and how many beat the best seed on validation):", ""]
