@@ -57,6 +57,28 @@ _WRAP = 108
 _RULE = "# " + "=" * 110
 
 
+def _file_head(doc: str, kind: str, genome: Genome) -> list[str]:
+    """The first lines of every exported file: shebang, docstring, imports, libraries and the marker."""
+    from masforge import __version__  # lazy: masforge's __init__ imports the API, which imports export
+
+    marker = {"format": EXPORT_FORMAT_VERSION, "kind": kind, "genome_id": genome.id, "masforge": __version__}
+    return [
+        "#!/usr/bin/env python3",
+        f'"""{doc}\n"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "@IMPORTS@",
+        "",
+        'os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm\'s bundled price table, no download',
+        "",
+        "@LIBS@",
+        "",
+        f"{MARKER_NAME} = {_block(marker, 0, len(MARKER_NAME) + 3)}",
+        "",
+    ]
+
+
 # ------------------------------------------------------------------------------------------------
 # resolving what to export
 
@@ -427,21 +449,8 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     doc = "\n".join(lines)
 
     # ---- the system as data
-    marker = {"format": EXPORT_FORMAT_VERSION, "kind": "config", "genome_id": genome.id, "masforge": __version__}
     out: list[str] = [
-        "#!/usr/bin/env python3",
-        f'"""{doc}\n"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "@IMPORTS@",
-        "",
-        'os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm\'s bundled price table, no download',
-        "",
-        "@LIBS@",
-        "",
-        f"{MARKER_NAME} = {_block(marker, 0, len(MARKER_NAME) + 3)}",
-        "",
+        *_file_head(doc, "config", genome),
         _RULE,
         "# The system",
         _RULE,
@@ -559,21 +568,8 @@ def _export_code(genome: Genome, filename: str, found: dict[str, Any]) -> str:
                       " (inside a sandbox)"),
     ]
     doc = "\n".join(lines)
-    marker = {"format": EXPORT_FORMAT_VERSION, "kind": "code", "genome_id": genome.id, "masforge": __version__}
     out = [
-        "#!/usr/bin/env python3",
-        f'"""{_docstring(doc)}\n"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "@IMPORTS@",
-        "",
-        'os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm\'s bundled price table, no download',
-        "",
-        "@LIBS@",
-        "",
-        f"{MARKER_NAME} = {_block(marker, 0, len(MARKER_NAME) + 3)}",
-        "",
+        *_file_head(_docstring(doc), "code", genome),
         f"NAME = {_py_str(genome.name, 0, 7)}",
         f"GENOME_ID = {_lit(genome.id)}",
         f"INPUTS = {_block(genome.inputs, 0, 9)}",
