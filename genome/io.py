@@ -29,18 +29,13 @@ from pydantic import ValidationError
 
 from masforge.errors import GenomeError
 from masforge.genome.schema import Genome
+from masforge.input_limits import check_bytes, format_yaml_error, load_json, load_yaml
+
+__all__ = ["format_yaml_error"]  # its one home is input_limits; seeds and run configurations import it from here
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CODE_SUFFIXES = (".py",)
 _FRONT_KEYS = ("name", "description", "source", "inputs", "outputs", "components", "metadata")
-
-
-def format_yaml_error(origin: object, exc: yaml.YAMLError, what: str = "") -> str:
-    """A YAML syntax error as one line: ``<origin>:<line>: invalid YAML[ in <what>] (<problem>)``."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f":{mark.line + 1}" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or "syntax error"
-    return f"{origin}{where}: invalid YAML{f' in {what}' if what else ''} ({problem})"
 
 
 def format_validation_error(exc: ValidationError) -> str:
@@ -75,18 +70,22 @@ def genome_from_data(data: Any, origin: str = "genome") -> Genome:
         return Genome.model_validate(data)
     except ValidationError as exc:
         raise GenomeError(f"{origin}: {format_validation_error(exc)}") from None
+    except RecursionError:  # pragma: no cover - the size and depth limits come first
+        raise GenomeError(f"{origin}: nested too deeply to validate; flatten it") from None
 
 
 def parse_genome_text(text: str, origin: str = "genome", fmt: str = "yaml") -> Genome:
-    """Parse genome text: ``fmt`` is ``yaml`` (also reads JSON), ``json`` or ``py`` (code genome)."""
+    """Parse genome text: ``fmt`` is ``yaml`` (also reads JSON), ``json`` or ``py`` (code genome).
+
+    Untrusted text is bounded (size, nesting, values, string length; see :mod:`masforge.input_limits`), YAML
+    anchors/aliases are refused and a key given twice is an error, each as one :class:`GenomeError` line."""
+    check_bytes(len(text.encode("utf-8", "surrogatepass")), origin, "genome files", GenomeError)
     if fmt == "py":
         return _parse_code_file(text, origin)
-    try:
-        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise GenomeError(f"{origin}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except yaml.YAMLError as exc:
-        raise GenomeError(format_yaml_error(origin, exc)) from None
+    if fmt == "json":
+        data = load_json(text, origin, GenomeError)
+    else:
+        data = load_yaml(text, origin, GenomeError, what="genome files")
     return genome_from_data(data, origin)
 
 
@@ -95,13 +94,16 @@ def _parse_code_file(text: str, origin: str) -> Genome:
         tree = ast.parse(text)
     except SyntaxError as exc:
         raise GenomeError(f"{origin}:{exc.lineno}: Python syntax error in code genome ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; absurdly nested expressions
+        reason = "nested too deeply" if not isinstance(exc, ValueError) else str(exc)
+        raise GenomeError(f"{origin}: cannot parse code genome ({reason})") from None
     doc = ast.get_docstring(tree, clean=True) or ""
     front: dict[str, Any] = {}
     if doc:
         try:
-            loaded = yaml.safe_load(doc)
-        except yaml.YAMLError:
-            loaded = None
+            loaded = load_yaml(doc, origin, GenomeError, what="genome files")
+        except GenomeError:
+            loaded = None  # not front matter (or not acceptable as such): the docstring is the description
         if isinstance(loaded, dict) and set(loaded) <= set(_FRONT_KEYS):
             front = loaded
         else:
@@ -124,6 +126,7 @@ def load_genome(path: str | os.PathLike[str]) -> Genome:
     if suffix not in CONFIG_SUFFIXES + CODE_SUFFIXES:
         raise GenomeError(f"{p}: unknown genome file type '{suffix}' (use .yaml, .yml, .json or .py)")
     try:
+        check_bytes(p.stat().st_size, str(p), "genome files", GenomeError)
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GenomeError(f"{p}: cannot read genome file ({exc})") from None
@@ -133,6 +136,9 @@ def load_genome(path: str | os.PathLike[str]) -> Genome:
 
 class _Dumper(yaml.SafeDumper):
     """YAML dumper that writes multi-line strings as readable ``|`` blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # genome files may not hold anchors/aliases, so never write any (a shared value is repeated)
 
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
