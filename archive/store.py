@@ -58,6 +58,7 @@ from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.diff import diff_genomes, format_diff
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
+from masforge.redact import contains_secret, redact, redact_data
 from masforge.text import shorten
 
 T = TypeVar("T")
@@ -367,6 +368,12 @@ class Archive:
     # ---------------------------------------------------------------- git plumbing
 
     def _store(self, kind: str, data: bytes) -> str:
+        if kind == "commit":
+            # Last line of defence for messages (the records and genomes are made secret-free before this).
+            text = data.decode("utf-8", "surrogateescape")
+            clean = redact(text)
+            if clean != text:
+                data = clean.encode("utf-8", "surrogateescape")
         sha = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
         if kind != "blob":
             self._remember_object(sha, data)
@@ -927,6 +934,12 @@ class Archive:
         if stored.id != gid:
             raise ArchiveError(f"genome {genome.name}: its {fmt} text does not reproduce id {gid[:12]} "
                                "(a masforge bug; please report it with the genome)")
+        if contains_secret(text):
+            # Redacting would change the system (and its id), so a genome holding a key is refused instead.
+            raise ArchiveError(f"genome {genome.name}: holds what looks like an API key or token; remove it "
+                               "(masforge never stores secrets)")
+        rationale = redact(rationale)
+        message = redact(message) if message else message
         with self._write_lock():
             db = self._fresh()
             existing = self._load(db, [gid])
@@ -968,6 +981,8 @@ class Archive:
 
     def add_result(self, genome_id: str | Genome, result: ResultRecord) -> CandidateRecord:
         """Store or replace the result for (task, split, lm_key) as a commit on the candidate."""
+        # Failure notes quote errors and model output; none of it may carry a key into git or the index.
+        result = ResultRecord.from_dict(redact_data(result.to_dict()))
         with self._write_lock():
             db = self._fresh()
             gid = genome_id.id if isinstance(genome_id, Genome) else self._resolve(db, genome_id)

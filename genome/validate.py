@@ -7,12 +7,14 @@ Shape errors (wrong types, unknown fields) are caught earlier by pydantic in :mo
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterable
 
 from masforge.errors import GenomeError
 from masforge.genome.graph import Wiring, agent_edges, is_cyclic, strongly_connected
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
+from masforge.redact import contains_secret
 from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
 
 
@@ -71,11 +73,28 @@ def _code_problems(genome: Genome) -> list[str]:
     return []
 
 
+def _secret_problems(genome: Genome) -> list[str]:
+    """A genome holding an API key would be stored and exported with it: name the field, never the value."""
+    if not contains_secret(genome.model_dump_json()):
+        return []
+    fields: list[tuple[str, object]] = [("name", genome.name), ("description", genome.description),
+                                         ("source", genome.source), ("code", genome.code or ""),
+                                         ("metadata", genome.metadata)]
+    for i, agent in enumerate(genome.agents):
+        fields += [(f"agents[{i}].{k}", v) for k, v in agent.model_dump().items()]
+    place = next((name for name, value in fields if contains_secret(json.dumps(value, default=str))), "genome")
+    return [f"{place}: holds what looks like an API key or token; remove it (keys belong in the environment, "
+            "and masforge never stores them)"]
+
+
 def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
     """Every problem of ``genome`` as a one-line message (empty list: valid).
 
     Linear in the genome's size: the wiring (predecessors, successors, what input reaches and what reaches
     output) is indexed once, never re-scanned per agent."""
+    secrets = _secret_problems(genome)
+    if secrets:
+        return secrets
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:

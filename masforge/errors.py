@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from masforge.redact import redact
+
 
 class MasforgeError(Exception):
-    """Base class for errors shown to users as a single clear line (never a traceback)."""
+    """Base class for errors shown to users as a single clear line (never a traceback).
+
+    The message is redacted when the error is made (a provider's 401 body may quote the API key), so it can be
+    printed, stored and logged as it is."""
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (redact(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class GenomeError(MasforgeError):

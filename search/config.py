@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from masforge.errors import ConfigError
 from masforge.input_limits import check_bytes, check_tree, load_yaml
+from masforge.redact import redact_data
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"
@@ -146,4 +147,6 @@ class RunConfig(BaseModel):
             raise ConfigError(f"{origin}: {(names or {}).get(place, place)}: {msg}") from None
 
     def dump(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        # A key pasted into the config (e.g. in lm.extra) must not be copied into the run folder.
+        data = redact_data(self.model_dump(mode="json"))
+        Path(path).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

@@ -20,6 +20,7 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
+from masforge.redact import install_log_redaction, redact_data
 from masforge.runtime.isolation import sandbox_status
 from masforge.runtime.lm import Budget, Ledger, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
@@ -159,6 +160,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     strategy pipeline and its options, the LMs (provider and key), the seeds and the task."""
     from masforge.seeds import resolve_genome
 
+    install_log_redaction()  # provider errors that libraries log must not carry keys into the run's logs
     run_dir: Path | None = None
     if resume is not None:
         run_dir = Path(resume)
@@ -213,7 +215,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             row = {"t": time.time(), "event": kind, "id": cand.id, "name": cand.genome.name, "score": cand.score,
                    "dollars": cand.dollars, "operator": cand.operator, "strategy": cand.strategy,
                    "reused": data.get("reused", False), "spent": ledger.snapshot()}
-            events.write(json.dumps(row, default=str) + "\n")
+            events.write(json.dumps(redact_data(row), default=str) + "\n")
             events.flush()
 
     ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
@@ -323,4 +325,4 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
                         "seed": c.id in seed_ids, "ci": list(c.ci)} for c in result.candidates],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")

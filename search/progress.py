@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from masforge.redact import redact
 from masforge.search.context import SearchContext
 from masforge.text import shorten
 
@@ -73,7 +74,7 @@ class SearchProgress:
         text = describe_event(kind, data)
         if text is None:
             return
-        self.last = text
+        self.last = redact(text)  # rejection reasons quote errors; the terminal output is often a log file
         if self.live is not None:
             self.live.update(self._render())
         elif self.enabled and self.ctx is not None:

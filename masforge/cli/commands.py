@@ -21,6 +21,7 @@ from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
 from masforge.cli.console import console, masforge_command, print_error, user_errors
 from masforge.errors import GenomeError, MasforgeError
+from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
 from masforge.text import shorten
@@ -111,8 +112,8 @@ def run(
                 raise MasforgeError(f"{g.name} failed ({classify(exc)}): {type(exc).__name__}: {first}; "
                                     "try another --lm or a larger max_tokens") from None
         if as_json:
-            print(json.dumps({"outputs": result.outputs, "trace": result.trace.to_dict(),
-                              "usage": client.ledger.snapshot()}, default=str, indent=2))
+            print(json.dumps(redact_data({"outputs": result.outputs, "trace": result.trace.to_dict(),
+                                          "usage": client.ledger.snapshot()}), default=str, indent=2))
             return
         table = Table(title=f"trace of {g.name} ({g.short_id})", show_lines=False)
         for col in ("#", "agent", "copy", "round", "module", "tokens", "cost $", "latency s", "output"):
@@ -208,7 +209,7 @@ def evaluate(
                         f"{report.n} finished examples")
         if output:
             output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+            output.write_text(json.dumps(redact_data(report.to_dict()), indent=2, default=str))
             console.print(f"report written to {output}")
 
 
@@ -457,6 +458,7 @@ app.command("report")(cli_export.report)
 
 def main() -> None:
     """Console-script entry point: MasforgeError → one red line, Ctrl-C → exit 130, no tracebacks."""
+    install_log_redaction()
     try:
         app()
     except MasforgeError as exc:

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from masforge.redact import redact
+
 # Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
 console = Console() if Console().is_terminal else Console(width=140)
 err_console = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=200)
@@ -52,7 +54,8 @@ def runnable(text: str) -> str:
 
 def print_error(message: str) -> None:
     """One red line on stderr (hints in it name the command as the user can run it)."""
-    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
+    text = redact(str(message)).strip()
+    first = text.splitlines()[0] if text else "unknown error"
     err_console.print(f"[red]error:[/red] {escape(runnable(first))}", soft_wrap=True, highlight=False)
 
 

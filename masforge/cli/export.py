@@ -14,6 +14,7 @@ import typer
 
 from masforge.cli.console import console, err_console, user_errors
 from masforge.errors import ConfigError
+from masforge.redact import redact
 
 DEFAULT_ARCHIVE = Path("runs/latest/archive")
 
@@ -50,7 +51,7 @@ def export(
             cfg = replace(cfg, api_base=api_base)
         text = export_genome(genome, fmt, filename=output.name if output and fmt == "python" else None, lm=cfg)
         if output is None:
-            sys.stdout.write(text)
+            sys.stdout.write(redact(text))
             return
         write_export(text, output)
         what = {"python": "standalone Python module", "yaml": "genome (YAML)", "json": "genome (JSON)"}[fmt]
