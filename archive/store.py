@@ -52,6 +52,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import git
 
+from masforge.archive.creation import create_atomically, half_made
 from masforge.archive.pareto import pareto_front
 from masforge.archive.records import STATUSES, CandidateRecord, ResultRecord
 from masforge.errors import ArchiveError, MasforgeError
@@ -287,17 +288,21 @@ class Archive:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], create: bool = False) -> Archive:
-        """Open the archive at ``path``; ``create=True`` initialises it first if it is absent."""
+        """Open the archive at ``path``; ``create=True`` initialises it first if it is absent (atomically: a kill
+        during creation leaves no archive or a whole one, and a half-made one is rebuilt)."""
         p = Path(path).expanduser()
         if p.exists() and not p.is_dir():
             raise ArchiveError(f"{p}: is a file, not a masforge archive folder; give the archive's folder")
         if not (p / MARKER).is_file():
             if not create:
+                if half_made(p, MARKER) is not None:
+                    raise ArchiveError(f"{p}: the archive's creation was interrupted before it held anything; "
+                                       "rerun or resume the search (or Archive.open(path, create=True)) to finish it")
                 raise ArchiveError(
                     f"{p}: not a masforge archive (no {MARKER} marker); "
                     "create one with Archive.open(path, create=True)"
                 )
-            cls._create(p)
+            create_atomically(p, cls._build, MARKER)
         try:
             fmt = int(json.loads((p / MARKER).read_text(encoding="utf-8"))["format"])
         except (ValueError, KeyError, TypeError, OSError):
@@ -316,36 +321,25 @@ class Archive:
         return archive
 
     @classmethod
-    def _create(cls, p: Path) -> None:
-        p.mkdir(parents=True, exist_ok=True)
-        with _flock(p / LOCK_FILE):  # several runs may create one shared archive at the same moment
-            if (p / MARKER).is_file():
-                return
-            # Only an empty folder, or one we began to initialise (.git/masforge) and were killed in, is accepted.
-            ours = (p / ".git" / "masforge").is_file()
-            allowed = {LOCK_FILE} | ({".git", ".gitignore", "README.md", INDEX_FILE} if ours else set())
-            extra = sorted(e.name for e in p.iterdir() if e.name not in allowed
-                           and (e.name == ".git" or not e.name.startswith(".")))
-            if extra:
-                what = ".git (an existing git repository)" if extra[0] == ".git" else extra[0]
-                raise ArchiveError(f"{p}: folder holds {what} and is not a masforge archive; "
-                                   "choose an empty or new folder")
-            repo = git.Repo.init(p, initial_branch="main")
+    def _build(cls, p: Path) -> None:
+        """Initialise a complete archive in the empty private folder ``p`` (see archive.creation)."""
+        repo = git.Repo.init(p, initial_branch="main")
+        try:
             archive = cls(p, repo)
             (archive._git_dir / "masforge").write_text("archive\n", encoding="utf-8")  # ours, even before the marker
-            if archive._read_ref(MAIN_REF) is None:
-                tree = archive._write_tree({
-                    MARKER: (_BLOB_MODE, archive._store("blob", _MARKER_TEXT.encode())),
-                    ".gitignore": (_BLOB_MODE, archive._store("blob", _GITIGNORE_TEXT.encode())),
-                    "README.md": (_BLOB_MODE, archive._store("blob", _README_TEXT.encode())),
-                })
-                init = archive._write_commit(tree, [], f"init masforge archive (format {FORMAT_VERSION})\n",
-                                             int(time.time()))
-                archive._write_ref(MAIN_REF, init)
+            tree = archive._write_tree({
+                MARKER: (_BLOB_MODE, archive._store("blob", _MARKER_TEXT.encode())),
+                ".gitignore": (_BLOB_MODE, archive._store("blob", _GITIGNORE_TEXT.encode())),
+                "README.md": (_BLOB_MODE, archive._store("blob", _README_TEXT.encode())),
+            })
+            init = archive._write_commit(tree, [], f"init masforge archive (format {FORMAT_VERSION})\n",
+                                         int(time.time()))
+            archive._write_ref(MAIN_REF, init)
             _atomic_write(p / ".gitignore", _GITIGNORE_TEXT)
             _atomic_write(p / "README.md", _README_TEXT)
             repo.git.read_tree("HEAD")  # git's own index matches the (constant) main tree: `git status` is clean
-            _atomic_write(p / MARKER, _MARKER_TEXT)  # last: its presence means "fully initialised"
+            _atomic_write(p / MARKER, _MARKER_TEXT)
+        finally:
             repo.close()
 
     def close(self) -> None:

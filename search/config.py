@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -149,4 +150,8 @@ class RunConfig(BaseModel):
     def dump(self, path: str | Path) -> None:
         # A key pasted into the config (e.g. in lm.extra) must not be copied into the run folder.
         data = redact_data(self.model_dump(mode="json"))
-        Path(path).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        # Temp file + rename: a run killed while saving keeps no half-written config, so --resume can read it.
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        os.replace(tmp, target)
