@@ -120,7 +120,11 @@ def _parse_code_file(text: str, origin: str) -> Genome:
 def load_genome(path: str | os.PathLike[str]) -> Genome:
     """Read a genome file (``.yaml``/``.yml``/``.json`` config or ``.py`` code genome)."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        exists = p.is_file()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise GenomeError(f"{p}: cannot read genome file ({exc.strerror}); check the path") from None
+    if not exists:
         raise GenomeError(f"{p}: no such genome file (give a .yaml, .json or .py path; seeds: `masforge seeds`)")
     suffix = p.suffix.lower()
     if suffix not in CONFIG_SUFFIXES + CODE_SUFFIXES:

@@ -87,11 +87,20 @@ def _secret_problems(genome: Genome) -> list[str]:
             "and masforge never stores them)"]
 
 
+def _one_line(message: str) -> str:
+    # Problems quote the genome's own values (a tool name, an edge, a signature), which may hold line breaks.
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
     """Every problem of ``genome`` as a one-line message (empty list: valid).
 
     Linear in the genome's size: the wiring (predecessors, successors, what input reaches and what reaches
     output) is indexed once, never re-scanned per agent."""
+    return [_one_line(p) for p in _problems(genome, known_tools)]
+
+
+def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
     secrets = _secret_problems(genome)
     if secrets:
         return secrets
@@ -106,6 +115,9 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     topo = genome.topology
     if genome.code:
         out.append("code: only code genomes carry code; remove it or set kind: code")
+    shared = [name for name in genome.outputs if name in genome.inputs]
+    if shared:  # every default signature would read and write the same field
+        return [*out, f"outputs: '{shared[0]}' is also an input; give the outputs names of their own"]
     if not genome.agents:
         return [*out, "agents: a config genome needs at least one agent"]
     ids: list[str] = []

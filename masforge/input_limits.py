@@ -102,6 +102,14 @@ def check_bytes(size: int, origin: str, what: str, error: ErrorType, limit: int 
 # walking parsed data
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Path:
     """Where a value sits (a linked list of keys, formatted only when an error needs it)."""
 
@@ -145,6 +153,10 @@ def check_tree(data: Any, origin: str | None, error: ErrorType, *, limits: Limit
                 where = f"{path.text()}: " if path else ""
                 raise error(f"{at}{where}text of {_n(len(value))} characters is over the "
                             f"{_n(lim.max_string)}-character limit (raise ${env_name('max_string')} if genuine)")
+            if not value.isascii() and not _encodable(value):
+                where = f"{path.text()}: " if path else ""
+                raise error(f"{at}{where}text is not valid Unicode (it holds a lone surrogate such as \\ud800, "
+                            "which cannot be stored); fix the text or its encoding")
         elif isinstance(value, dict | list | tuple):
             if depth > lim.max_depth:
                 where = f" at {path.text()}" if path else ""
@@ -155,6 +167,8 @@ def check_tree(data: Any, origin: str | None, error: ErrorType, *, limits: Limit
                 if isinstance(key, str) and len(key) > lim.max_string:
                     raise error(f"{at}a key of {_n(len(key))} characters is over the "
                                 f"{_n(lim.max_string)}-character limit")
+                if isinstance(key, str) and not key.isascii() and not _encodable(key):
+                    raise error(f"{at}a key is not valid Unicode (it holds a lone surrogate); fix its encoding")
                 if isinstance(child, str | dict | list | tuple):
                     stack.append((child, depth + 1, _Path(key, path)))
                 else:
@@ -257,6 +271,9 @@ def load_yaml(text: str, origin: str, error: ErrorType, *, aliases: bool = False
     names such files in size messages, ``label`` the document in syntax errors ("invalid YAML in <label>")."""
     lim = limits or current_limits()
     check_bytes(len(text.encode("utf-8", "surrogatepass")), origin, what, error, None)
+    if not text.isascii() and not _encodable(text):
+        raise error(f"{origin}: text is not valid Unicode (it holds a lone surrogate such as \\ud800); "
+                    "fix the text or its encoding")
     try:
         _scan_events(text, origin, error, lim, aliases)
         loader = _StrictLoader(text)

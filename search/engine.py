@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -90,16 +91,26 @@ class SearchResult:
         return Archive.open(self.archive_path)
 
 
+def _folder_name(text: str) -> str:
+    """A safe, short folder name (task names and strategies may hold paths, spaces or anything)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("._")[:80] or "run"
+
+
 def _new_run_dir(cfg: RunConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = cfg.name or f"{stamp}-{cfg.task.replace(':', '_').replace('/', '_')}-{'+'.join(cfg.strategy)}"
+    task = Path(cfg.task).stem if cfg.task.endswith(".jsonl") else cfg.task
+    name = _folder_name(cfg.name or f"{stamp}-{task}-{'+'.join(cfg.strategy)}")
     root = Path(cfg.output)
     run_dir = root / name
     i = 1
     while run_dir.exists():
         run_dir = root / f"{name}-{i}"
         i += 1
-    run_dir.mkdir(parents=True)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: cannot create the run folder ({exc.strerror}); choose another --output") \
+            from None
     latest = root / "latest"
     try:
         if latest.is_symlink() or latest.exists():

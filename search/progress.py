@@ -48,7 +48,7 @@ class SearchProgress:
     """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY)."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
-        self.console = console or Console()
+        self.console = console or Console()  # the CLI passes its own (markup-safe) console
         self.enabled = enabled
         self.ctx: SearchContext | None = None
         self.live: Live | None = None

@@ -19,7 +19,7 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
-from masforge.cli.console import console, masforge_command, print_error, user_errors
+from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
 from masforge.errors import GenomeError, MasforgeError
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
@@ -32,6 +32,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+@app.callback()
+def _every_command() -> None:
+    """masforge: a self-evolving designer of multi-agent LLM systems."""
+    safe_output_streams()
+
+
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_archive.app, name="archive")
 genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
@@ -100,7 +106,7 @@ def run(
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
         system = compile_genome(g, client)
-        with console.status(f"running {g.name} on {client.config('worker').model} ..."):
+        with console.status(f"running {escape(g.name)} on {escape(client.config('worker').model)} ..."):
             try:
                 result = system(**inputs)
             except MasforgeError:
@@ -126,7 +132,7 @@ def run(
         snap = client.ledger.snapshot()
         console.print(f"LM calls {snap['llm_calls']} (+{snap['cache_hits']} cached), tokens {snap['tokens']}, "
                       f"${snap['dollars']:.5f}")
-        body = "\n".join(f"[bold]{k}[/bold]: {v}" if len(g.outputs) > 1 else str(v)
+        body = "\n".join(f"[bold]{escape(str(k))}[/bold]: {escape(str(v))}" if len(g.outputs) > 1 else escape(str(v))
                          for k, v in result.outputs.items())
         console.print(Panel(body, title="answer", border_style="green"))
 
@@ -402,9 +408,12 @@ def genome_validate(files: Annotated[list[Path], typer.Argument(help="Genome fil
     for path in files:
         try:
             g = validate(load_genome(path))
-            console.print(f"[green]ok[/green] {path}: {g.name} ({g.kind}, id {g.short_id})")
+            console.print(f"[green]ok[/green] {escape(str(path))}: {escape(g.name)} ({g.kind}, id {g.short_id})")
         except MasforgeError as exc:
             print_error(str(exc))
+            failed += 1
+        except OSError as exc:
+            print_error(os_error_line(exc))
             failed += 1
     if failed:
         raise typer.Exit(1)
@@ -427,7 +436,7 @@ def genome_diff(a: Annotated[str, typer.Argument(help="Old genome (file or seed)
     with user_errors():
         ga, gb = resolve_genome(a), resolve_genome(b)
         changes = diff_genomes(ga, gb)
-        console.print(f"{ga.name} ({ga.short_id}) -> {gb.name} ({gb.short_id})")
+        console.print(f"{escape(ga.name)} ({ga.short_id}) -> {escape(gb.name)} ({gb.short_id})")
         if not changes:
             console.print("no change")
         colour = {"+": "green", "-": "red", "~": "yellow"}
@@ -463,6 +472,9 @@ def main() -> None:
         app()
     except MasforgeError as exc:
         print_error(str(exc))
+        sys.exit(1)
+    except OSError as exc:
+        print_error(os_error_line(exc))
         sys.exit(1)
     except KeyboardInterrupt:
         print_error("interrupted")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from masforge.cli.console import console, err_console, user_errors
 from masforge.errors import ConfigError
@@ -55,7 +56,7 @@ def export(
             return
         write_export(text, output)
         what = {"python": "standalone Python module", "yaml": "genome (YAML)", "json": "genome (JSON)"}[fmt]
-        err_console.print(f"wrote {what} of {genome.name} ({genome.short_id}) to {output}")
+        err_console.print(f"wrote {what} of {escape(genome.name)} ({genome.short_id}) to {escape(str(output))}")
         if fmt == "python":
             how = "the one it was found with" if found is not None and not lm else "its default"
             hint = f'run it: python {output} "your question"   (LM: {cfg.model}, {how}; --model to change)'
