@@ -28,10 +28,8 @@ import yaml
 from pydantic import ValidationError
 
 from masforge.errors import GenomeError
-from masforge.genome.schema import Genome
-from masforge.input_limits import check_bytes, format_yaml_error, load_json, load_yaml
-
-__all__ = ["format_yaml_error"]  # its one home is input_limits; seeds and run configurations import it from here
+from masforge.genome.schema import Genome, check_counts
+from masforge.input_limits import check_bytes, check_tree, load_json, load_yaml
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CODE_SUFFIXES = (".py",)
@@ -67,6 +65,11 @@ def genome_from_data(data: Any, origin: str = "genome") -> Genome:
     if not isinstance(data, dict):
         raise GenomeError(f"{origin}: a genome must be a mapping of fields, got {type(data).__name__}")
     try:
+        check_counts(data)  # before walking everything: 100k agents are refused by their number
+    except ValueError as exc:
+        raise GenomeError(f"{origin}: {exc}") from None
+    check_tree(data, origin, GenomeError)
+    try:
         return Genome.model_validate(data)
     except ValidationError as exc:
         raise GenomeError(f"{origin}: {format_validation_error(exc)}") from None
@@ -83,7 +86,7 @@ def parse_genome_text(text: str, origin: str = "genome", fmt: str = "yaml") -> G
     if fmt == "py":
         return _parse_code_file(text, origin)
     if fmt == "json":
-        data = load_json(text, origin, GenomeError)
+        data = load_json(text, origin, GenomeError, check=False)  # genome_from_data checks, agents first
     else:
         data = load_yaml(text, origin, GenomeError, what="genome files")
     return genome_from_data(data, origin)

@@ -23,6 +23,12 @@ from masforge.runtime.adapters import AdapterName
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")
+MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
+AGGREGATIONS = ("last", "majority_vote", "judge")
+
+ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
+Aggregation = Literal["last", "majority_vote", "judge"]
+MessagePassing = Literal["sequential", "synchronous"]
 
 
 def _bounded(data: Any) -> Any:
@@ -33,17 +39,22 @@ def _bounded(data: Any) -> Any:
     return data
 
 
-def _count_limit(items: Any, what: str, limit_name: str) -> None:
+def check_counts(data: Any) -> None:
+    """Refuse raw genome data with more agents or edges than the limits (ValueError naming the field)."""
+    if isinstance(data, dict):
+        _count_limit(data.get("agents"), "agents", "max_agents", "agents: ")
+        topo = data.get("topology")
+        if isinstance(topo, dict):
+            _count_limit(topo.get("edges"), "edges", "max_edges", "topology.edges: ")
+
+
+def _count_limit(items: Any, what: str, limit_name: str, place: str = "") -> None:
     limit = getattr(current_limits(), limit_name)
     if isinstance(items, list | tuple) and len(items) > limit:
-        raise ValueError(f"{len(items):,} {what} is over the limit of {limit:,} (no real genome has that many; "
-                         f"raise ${env_name(limit_name)} if this one is genuine)")
-MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
-AGGREGATIONS = ("last", "majority_vote", "judge")
+        raise ValueError(f"{place}{len(items):,} {what} is over the limit of {limit:,} (no real genome has that "
+                         f"many; raise ${env_name(limit_name)} if this one is genuine)")
 
-ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
-Aggregation = Literal["last", "majority_vote", "judge"]
-MessagePassing = Literal["sequential", "synchronous"]
+
 
 
 class Agent(BaseModel):
@@ -137,11 +148,7 @@ class Genome(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _within_limits(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            _count_limit(data.get("agents"), "agents", "max_agents")  # first: cheaper than walking them all
-            topo = data.get("topology")
-            if isinstance(topo, dict):
-                _count_limit(topo.get("edges"), "edges", "max_edges")
+        check_counts(data)  # first: cheaper than walking 100k agents
         return _bounded(data)
 
     @field_validator("inputs", "outputs")

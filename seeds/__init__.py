@@ -12,8 +12,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from masforge.errors import GenomeError
-from masforge.genome.io import format_validation_error, format_yaml_error, load_genome
+from masforge.genome.io import format_validation_error, load_genome
 from masforge.genome.schema import IDENT, Agent, Genome
+from masforge.input_limits import format_yaml_error
 
 _SUFFIXES = (".yaml", ".yml", ".py")
 GENOME_SUFFIXES = (".yaml", ".yml", ".json", ".py")
