@@ -20,13 +20,19 @@ Git history has two kinds of commits:
   the whole archive), ``git log --first-parent main`` is the event log, and its tip identifies the exact state
   the SQLite index was built from.
 
-Writes happen under an exclusive ``flock``; objects are written first, refs after (candidate ref, tags,
+Creation is atomic (:mod:`masforge.archive.creation`): the folder is built beside its destination and renamed into
+place with the marker already inside, so a kill during creation leaves no archive or a whole one. Writes happen
+under an exclusive ``flock``; objects are written first, refs after (candidate ref, tags,
 ``main`` last), and the index last of all. A kill at any moment leaves at worst unreachable objects and an
 index whose recorded ``main`` sha is behind: the next access replays the missing journal entries (a missing,
 corrupt or otherwise inconsistent index is rebuilt from git in full). Loose objects are packed every few
 thousand, under the same lock.
 
 Queries (``get``, ``list``, ``best``, ``front``, ``lineage``, ``log``, ``get_result``) read only the index.
+
+Nothing secret is stored: results and rationales are redacted (:mod:`masforge.redact`) before they become git
+objects or index rows, commit messages are redacted once more when written, and a genome that holds a key is
+refused (redacting it would change the system and its id).
 """
 
 from __future__ import annotations
