@@ -149,6 +149,9 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\x85" in value:
+        # NEL: YAML readers take it for a line break in plain and block text, so only an escape keeps it.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -176,7 +179,8 @@ def dump_genome(genome: Genome, fmt: str = "yaml") -> str:
             raise GenomeError(f"genome {genome.name}: only code genomes can be written as .py (use yaml)")
         front = {k: v for k, v in genome_to_data(genome).items() if k in _FRONT_KEYS}
         header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True).replace('"""', "'''")
-        return f'"""\n{header}"""\n\n{(genome.code or "").strip()}\n'
+        prefix = "r" if "\\" in header else ""  # YAML escapes (\N, \x85) must reach YAML, not Python
+        return f'{prefix}"""\n{header}"""\n\n{(genome.code or "").strip()}\n'
     if fmt != "yaml":
         raise GenomeError(f"unknown genome format '{fmt}' (use yaml, json or py)")
     data = genome_to_data(genome)

@@ -121,6 +121,21 @@ def test_shared_values_are_written_without_anchors() -> None:
     assert parse_genome_text(text).id == genome.id
 
 
+@pytest.mark.parametrize("text", ["next\x85line", "\\N{BULLET} and \\x41", "a\r\nb\u2028c", "tab\there\n  indented"])
+def test_stored_text_comes_back_exactly(text: str) -> None:
+    """A meta-agent's role with a NEL (U+0085) came back changed, so the archive refused to store it."""
+    config = genome_from_data({"name": text, "description": text, "metadata": {"k": text},
+                               "agents": [{"id": "s", "role": text, "instructions": text}],
+                               "topology": {"edges": ["input -> s", "s -> output"]}})
+    code = genome_from_data({"kind": "code", "name": text, "description": text, "metadata": {"k": text},
+                             "code": "def forward(inputs):\n    return {'answer': 'x'}\n"})
+    for genome, fmt in ((config, "yaml"), (config, "json"), (code, "py")):
+        again = parse_genome_text(dump_genome(genome, fmt), "round-trip", fmt)
+        assert again.id == genome.id
+        assert (again.name, again.description, again.metadata) == (text, text, {"k": text})
+        assert [a.role for a in again.agents] == [a.role for a in genome.agents]
+
+
 # ----------------------------------------------------------------------------------------- run configurations
 
 
