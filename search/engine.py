@@ -216,7 +216,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
 
     ui = SearchProgress(console=console, enabled=progress)
     # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
-    (run_dir / "sandbox.json").write_text(json.dumps(sandbox_status(), indent=2), encoding="utf-8")
+    (run_dir / "sandbox.json").write_text(json.dumps(redact_data(sandbox_status()), indent=2), encoding="utf-8")
     events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
 
     def on_event(kind: str, data: dict[str, Any]) -> None:

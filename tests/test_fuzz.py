@@ -37,7 +37,7 @@ from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.lm import LMClient
 from masforge.runtime.tools import tool_names
-from masforge.search.operators.meta import MAX_AGENTS, ProposalParseError, parse_proposal
+from masforge.search.operators.proposal import MAX_AGENTS, ProposalParseError, parse_proposal
 
 settings.register_profile("ci", max_examples=60, deadline=None, database=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -18,7 +18,7 @@ from masforge.genome.schema import Agent, Genome, Topology
 from masforge.genome.validate import problems
 from masforge.input_limits import current_limits
 from masforge.search.config import RunConfig
-from masforge.search.operators.meta import ProposalParseError, extract_json, parse_proposal
+from masforge.search.operators.proposal import ProposalParseError, extract_json, parse_proposal
 
 BASE = "name: x\nagents: [{id: s}]\ntopology: {edges: ['input -> s', 's -> output']}\n"
 
@@ -194,9 +194,11 @@ def test_meta_agent_replies_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     bomb = _laughs(9).replace("name: x", "agents: [{id: s}]\nname: x", 1)
     with pytest.raises(ProposalParseError):
         extract_json(bomb)  # YAML fallback: no anchors, so the bomb is not expanded
-    many_thinks = "<think>" * 10_000 + '{"agents": [{"id": "s"}], "edges": ["input -> s", "s -> output"]}'
-    genome, _ = parse_proposal(many_thinks, "config")  # unclosed tags: linear, the JSON is still found
+    design = '{"agents": [{"id": "s"}], "edges": ["input -> s", "s -> output"]}'
+    genome, _ = parse_proposal("<think>" * 10_000 + "</think>" + design, "config")  # many tags: still linear
     assert [a.id for a in genome.agents] == ["s"]
+    with pytest.raises(ProposalParseError, match="the reply is empty"):
+        parse_proposal("<think>" * 10_000 + design, "config")  # an unclosed block runs to the end
     reply = json.dumps({"rationale": "r", "name": "n", "agents": [{"id": "s", "instructions": "go"}],
                         "edges": ["input -> s", "s -> output"], "topology": {}})
     assert parse_proposal(reply, "config")[0].agents[0].instructions == "go"  # an empty topology is no crash
