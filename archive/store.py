@@ -20,13 +20,19 @@ Git history has two kinds of commits:
   the whole archive), ``git log --first-parent main`` is the event log, and its tip identifies the exact state
   the SQLite index was built from.
 
-Writes happen under an exclusive ``flock``; objects are written first, refs after (candidate ref, tags,
+Creation is atomic (:mod:`masforge.archive.creation`): the folder is built beside its destination and renamed into
+place with the marker already inside, so a kill during creation leaves no archive or a whole one. Writes happen
+under an exclusive ``flock``; objects are written first, refs after (candidate ref, tags,
 ``main`` last), and the index last of all. A kill at any moment leaves at worst unreachable objects and an
 index whose recorded ``main`` sha is behind: the next access replays the missing journal entries (a missing,
 corrupt or otherwise inconsistent index is rebuilt from git in full). Loose objects are packed every few
 thousand, under the same lock.
 
 Queries (``get``, ``list``, ``best``, ``front``, ``lineage``, ``log``, ``get_result``) read only the index.
+
+Nothing secret is stored: results and rationales are redacted (:mod:`masforge.redact`) before they become git
+objects or index rows, commit messages are redacted once more when written, and a genome that holds a key is
+refused (redacting it would change the system and its id).
 """
 
 from __future__ import annotations
@@ -52,12 +58,14 @@ from typing import Any, NamedTuple, TypeVar
 
 import git
 
+from masforge.archive.creation import create_atomically, half_made
 from masforge.archive.pareto import pareto_front
 from masforge.archive.records import STATUSES, CandidateRecord, ResultRecord
 from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.diff import diff_genomes, format_diff
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
+from masforge.redact import contains_secret, redact, redact_data
 from masforge.text import shorten
 
 T = TypeVar("T")
@@ -286,17 +294,21 @@ class Archive:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], create: bool = False) -> Archive:
-        """Open the archive at ``path``; ``create=True`` initialises it first if it is absent."""
+        """Open the archive at ``path``; ``create=True`` initialises it first if it is absent (atomically: a kill
+        during creation leaves no archive or a whole one, and a half-made one is rebuilt)."""
         p = Path(path).expanduser()
         if p.exists() and not p.is_dir():
             raise ArchiveError(f"{p}: is a file, not a masforge archive folder; give the archive's folder")
         if not (p / MARKER).is_file():
             if not create:
+                if half_made(p, MARKER) is not None:
+                    raise ArchiveError(f"{p}: the archive's creation was interrupted before it held anything; "
+                                       "rerun or resume the search (or Archive.open(path, create=True)) to finish it")
                 raise ArchiveError(
                     f"{p}: not a masforge archive (no {MARKER} marker); "
                     "create one with Archive.open(path, create=True)"
                 )
-            cls._create(p)
+            create_atomically(p, cls._build, MARKER)
         try:
             fmt = int(json.loads((p / MARKER).read_text(encoding="utf-8"))["format"])
         except (ValueError, KeyError, TypeError, OSError):
@@ -315,36 +327,25 @@ class Archive:
         return archive
 
     @classmethod
-    def _create(cls, p: Path) -> None:
-        p.mkdir(parents=True, exist_ok=True)
-        with _flock(p / LOCK_FILE):  # several runs may create one shared archive at the same moment
-            if (p / MARKER).is_file():
-                return
-            # Only an empty folder, or one we began to initialise (.git/masforge) and were killed in, is accepted.
-            ours = (p / ".git" / "masforge").is_file()
-            allowed = {LOCK_FILE} | ({".git", ".gitignore", "README.md", INDEX_FILE} if ours else set())
-            extra = sorted(e.name for e in p.iterdir() if e.name not in allowed
-                           and (e.name == ".git" or not e.name.startswith(".")))
-            if extra:
-                what = ".git (an existing git repository)" if extra[0] == ".git" else extra[0]
-                raise ArchiveError(f"{p}: folder holds {what} and is not a masforge archive; "
-                                   "choose an empty or new folder")
-            repo = git.Repo.init(p, initial_branch="main")
+    def _build(cls, p: Path) -> None:
+        """Initialise a complete archive in the empty private folder ``p`` (see archive.creation)."""
+        repo = git.Repo.init(p, initial_branch="main")
+        try:
             archive = cls(p, repo)
             (archive._git_dir / "masforge").write_text("archive\n", encoding="utf-8")  # ours, even before the marker
-            if archive._read_ref(MAIN_REF) is None:
-                tree = archive._write_tree({
-                    MARKER: (_BLOB_MODE, archive._store("blob", _MARKER_TEXT.encode())),
-                    ".gitignore": (_BLOB_MODE, archive._store("blob", _GITIGNORE_TEXT.encode())),
-                    "README.md": (_BLOB_MODE, archive._store("blob", _README_TEXT.encode())),
-                })
-                init = archive._write_commit(tree, [], f"init masforge archive (format {FORMAT_VERSION})\n",
-                                             int(time.time()))
-                archive._write_ref(MAIN_REF, init)
+            tree = archive._write_tree({
+                MARKER: (_BLOB_MODE, archive._store("blob", _MARKER_TEXT.encode())),
+                ".gitignore": (_BLOB_MODE, archive._store("blob", _GITIGNORE_TEXT.encode())),
+                "README.md": (_BLOB_MODE, archive._store("blob", _README_TEXT.encode())),
+            })
+            init = archive._write_commit(tree, [], f"init masforge archive (format {FORMAT_VERSION})\n",
+                                         int(time.time()))
+            archive._write_ref(MAIN_REF, init)
             _atomic_write(p / ".gitignore", _GITIGNORE_TEXT)
             _atomic_write(p / "README.md", _README_TEXT)
             repo.git.read_tree("HEAD")  # git's own index matches the (constant) main tree: `git status` is clean
-            _atomic_write(p / MARKER, _MARKER_TEXT)  # last: its presence means "fully initialised"
+            _atomic_write(p / MARKER, _MARKER_TEXT)
+        finally:
             repo.close()
 
     def close(self) -> None:
@@ -367,6 +368,12 @@ class Archive:
     # ---------------------------------------------------------------- git plumbing
 
     def _store(self, kind: str, data: bytes) -> str:
+        if kind == "commit":
+            # Last line of defence for messages (the records and genomes are made secret-free before this).
+            text = data.decode("utf-8", "surrogateescape")
+            clean = redact(text)
+            if clean != text:
+                data = clean.encode("utf-8", "surrogateescape")
         sha = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
         if kind != "blob":
             self._remember_object(sha, data)
@@ -927,6 +934,12 @@ class Archive:
         if stored.id != gid:
             raise ArchiveError(f"genome {genome.name}: its {fmt} text does not reproduce id {gid[:12]} "
                                "(a masforge bug; please report it with the genome)")
+        if contains_secret(text):
+            # Redacting would change the system (and its id), so a genome holding a key is refused instead.
+            raise ArchiveError(f"genome {genome.name}: holds what looks like an API key or token; remove it "
+                               "(masforge never stores secrets)")
+        rationale = redact(rationale)
+        message = redact(message) if message else message
         with self._write_lock():
             db = self._fresh()
             existing = self._load(db, [gid])
@@ -968,6 +981,8 @@ class Archive:
 
     def add_result(self, genome_id: str | Genome, result: ResultRecord) -> CandidateRecord:
         """Store or replace the result for (task, split, lm_key) as a commit on the candidate."""
+        # Failure notes quote errors and model output; none of it may carry a key into git or the index.
+        result = ResultRecord.from_dict(redact_data(result.to_dict()))
         with self._write_lock():
             db = self._fresh()
             gid = genome_id.id if isinstance(genome_id, Genome) else self._resolve(db, genome_id)

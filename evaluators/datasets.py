@@ -36,11 +36,12 @@ import tempfile
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from masforge.errors import DataError, TaskError
+from masforge.input_limits import check_bytes, current_limits, load_json
 from masforge.text import shorten
 
 ENV_DATA_DIR = "MASFORGE_DATA_DIR"
@@ -273,23 +274,33 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8", newline="")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line of a JSON Lines file (`.gz` allowed)."""
+def iter_jsonl(path: str | Path, *, strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON Lines file (`.gz` allowed).
+
+    Every line is bounded in bytes and nesting (a broken or hostile line is one DataError naming it, never a
+    RecursionError). ``strict`` (files a user hands in, like ``Task.from_jsonl``) also makes a key given twice
+    an error and bounds the values and string lengths of each line."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing data file {path}: {_hint(path.name)}")
+    lim = current_limits()
+    max_line = lim.max_line_bytes
+    line_limits = replace(lim, max_string=max_line)  # one example's text may be long; its nesting may not be deep
     lineno = 0
     try:
         with _open_text(path) as fh:
-            for lineno, line in enumerate(fh, start=1):
+            while True:
+                line = fh.readline(max_line + 1)  # characters; never more than one bounded line in memory
+                if not line:
+                    break
+                lineno += 1
+                if len(line) > max_line:
+                    check_bytes(len(line.encode("utf-8")), f"{path}:{lineno}", "one line of a JSON Lines file",
+                                DataError, max_line)
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    raise DataError(
-                        f"{path}:{lineno}: invalid JSON ({exc}); fix or delete that line"
-                    ) from exc
+                obj = load_json(line, f"{path}:{lineno}", DataError, duplicates=not strict, check=strict,
+                                limits=line_limits, one_line=True)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
                 yield lineno, obj
@@ -512,6 +523,8 @@ def _mbpp_file(path: Path) -> dict[str, list[Record]]:
         except ValueError as exc:
             line = getattr(exc, "lineno", "?")
             raise DataError(f"{path}:{line}: invalid JSON ({exc}); re-download the file") from exc
+        except RecursionError:
+            raise DataError(f"{path}: nested too deeply to be an MBPP file; re-download the file") from None
         if not isinstance(data, list):
             raise DataError(f"{path}:1: expected a JSON list of problems")
         for i, obj in enumerate(data):

@@ -24,6 +24,7 @@ from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
 from masforge.genome.result import SystemRunError
 from masforge.genome.schema import Genome
+from masforge.redact import redact, redact_data
 from masforge.runtime.lm import LMClient
 from masforge.runtime.trace import Trace
 
@@ -204,7 +205,7 @@ class Evaluator:
         except BudgetExceeded:
             raise
         except Exception as exc:  # a system failing on one example is a scored failure, not a crash
-            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            error = redact(f"{type(exc).__name__}: {exc}").splitlines()[0][:500]
             kind = classify(exc)
             trace = getattr(exc, "trace", None) or trace
         latency = time.perf_counter() - start
@@ -219,7 +220,7 @@ class Evaluator:
             details={k: v for k, v in details.items() if isinstance(v, str | int | float | bool | None)},
             error=error, error_kind=kind, tokens=trace.tokens, dollars=trace.cost,
             llm_calls=sum(1 for c in lm_calls if not c.cached), cache_hits=sum(1 for c in lm_calls if c.cached),
-            latency_s=latency, trace=trace.to_dict(), trace_summary=trace.summary())
+            latency_s=latency, trace=redact_data(trace.to_dict()), trace_summary=redact(trace.summary()))
 
     def evaluate(self, genome: Genome | Any, *, threshold: float | None = None,
                  progress: ProgressFn | None = None) -> EvalReport:

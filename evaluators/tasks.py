@@ -236,7 +236,7 @@ class Task:
         if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
             raise TaskError("val_fraction and test_fraction should be in [0, 1) and sum to less than 1")
         examples = []
-        for lineno, obj in ds.iter_jsonl(path):
+        for lineno, obj in ds.iter_jsonl(path, strict=True):
             where = f"{path}:{lineno}"
             inputs = {}
             for field_name, key in mapping.items():

@@ -8,6 +8,44 @@ from collections.abc import Iterable
 from masforge.genome.schema import Genome
 
 
+class Wiring:
+    """Predecessor and successor sets of every node, built once (O(edges)) so whole-genome checks stay linear
+    in the genome's size instead of scanning every edge for every agent."""
+
+    def __init__(self, genome: Genome) -> None:
+        self.agents = {a.id: a for a in reversed(genome.agents)}  # the first of duplicate ids wins, as in agent()
+        self.order = {"input": 0, **{a.id: i + 1 for i, a in enumerate(genome.agents)}}
+        self.preds: dict[str, set[str]] = {}
+        self.succs: dict[str, set[str]] = {}
+        for a, b in genome.topology.edges:
+            self.preds.setdefault(b, set()).add(a)
+            self.succs.setdefault(a, set()).add(b)
+        self.nodes_in_edges = set(self.preds) | set(self.succs)
+
+    def predecessors(self, node: str) -> list[str]:
+        """Like :func:`predecessors`: sources of edges into ``node`` (agents or ``input``), in agent order."""
+        found = [n for n in self.preds.get(node, ()) if n in self.order]
+        return sorted(found, key=self.order.__getitem__)
+
+    def _walk(self, start: str, step: dict[str, set[str]]) -> set[str]:
+        seen = {start}
+        frontier = [start]
+        while frontier:
+            for nxt in step.get(frontier.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        return seen
+
+    def reachable_from(self, start: str) -> set[str]:
+        """Every node a directed path from ``start`` leads to (``start`` included)."""
+        return self._walk(start, self.succs)
+
+    def reaching(self, goal: str) -> set[str]:
+        """Every node with a directed path to ``goal`` (``goal`` included)."""
+        return self._walk(goal, self.preds)
+
+
 def agent_edges(genome: Genome) -> list[tuple[str, str]]:
     """Edges between agents only (deduplicated, in first-seen order)."""
     ids = {a.id for a in genome.agents}
@@ -42,6 +80,7 @@ def strongly_connected(nodes: list[str], edges: Iterable[tuple[str, str]]) -> li
     on_stack: set[str] = set()
     result: list[list[str]] = []
     counter = 0
+    pos = {n: i for i, n in enumerate(nodes)}
 
     def visit(v: str) -> None:
         nonlocal counter
@@ -79,7 +118,6 @@ def strongly_connected(nodes: list[str], edges: Iterable[tuple[str, str]]) -> li
                     comp.append(w)
                     if w == node:
                         break
-                pos = {n: i for i, n in enumerate(nodes)}
                 result.append(sorted(comp, key=pos.__getitem__))
 
     for n in nodes:
@@ -89,8 +127,12 @@ def strongly_connected(nodes: list[str], edges: Iterable[tuple[str, str]]) -> li
 
 
 def is_cyclic(component: list[str], edges: Iterable[tuple[str, str]]) -> bool:
-    """A component is cyclic if it has several nodes or a self-loop."""
-    return len(component) > 1 or (component[0], component[0]) in set(edges)
+    """A component is cyclic if it has several nodes or a self-loop (pass ``edges`` as a set when calling this
+    for many components: anything else is copied into one on every call)."""
+    if len(component) > 1:
+        return True
+    pairs = edges if isinstance(edges, set | frozenset) else set(edges)
+    return (component[0], component[0]) in pairs
 
 
 def cyclic_agents(genome: Genome) -> set[str]:

@@ -28,19 +28,12 @@ import yaml
 from pydantic import ValidationError
 
 from masforge.errors import GenomeError
-from masforge.genome.schema import Genome
+from masforge.genome.schema import Genome, check_counts
+from masforge.input_limits import check_bytes, check_tree, load_json, load_yaml
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CODE_SUFFIXES = (".py",)
 _FRONT_KEYS = ("name", "description", "source", "inputs", "outputs", "components", "metadata")
-
-
-def format_yaml_error(origin: object, exc: yaml.YAMLError, what: str = "") -> str:
-    """A YAML syntax error as one line: ``<origin>:<line>: invalid YAML[ in <what>] (<problem>)``."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f":{mark.line + 1}" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or "syntax error"
-    return f"{origin}{where}: invalid YAML{f' in {what}' if what else ''} ({problem})"
 
 
 def format_validation_error(exc: ValidationError) -> str:
@@ -72,21 +65,30 @@ def genome_from_data(data: Any, origin: str = "genome") -> Genome:
     if not isinstance(data, dict):
         raise GenomeError(f"{origin}: a genome must be a mapping of fields, got {type(data).__name__}")
     try:
+        check_counts(data)  # before walking everything: 100k agents are refused by their number
+    except ValueError as exc:
+        raise GenomeError(f"{origin}: {exc}") from None
+    check_tree(data, origin, GenomeError)
+    try:
         return Genome.model_validate(data)
     except ValidationError as exc:
         raise GenomeError(f"{origin}: {format_validation_error(exc)}") from None
+    except RecursionError:  # pragma: no cover - the size and depth limits come first
+        raise GenomeError(f"{origin}: nested too deeply to validate; flatten it") from None
 
 
 def parse_genome_text(text: str, origin: str = "genome", fmt: str = "yaml") -> Genome:
-    """Parse genome text: ``fmt`` is ``yaml`` (also reads JSON), ``json`` or ``py`` (code genome)."""
+    """Parse genome text: ``fmt`` is ``yaml`` (also reads JSON), ``json`` or ``py`` (code genome).
+
+    Untrusted text is bounded (size, nesting, values, string length; see :mod:`masforge.input_limits`), YAML
+    anchors/aliases are refused and a key given twice is an error, each as one :class:`GenomeError` line."""
+    check_bytes(len(text.encode("utf-8", "surrogatepass")), origin, "genome files", GenomeError)
     if fmt == "py":
         return _parse_code_file(text, origin)
-    try:
-        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise GenomeError(f"{origin}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except yaml.YAMLError as exc:
-        raise GenomeError(format_yaml_error(origin, exc)) from None
+    if fmt == "json":
+        data = load_json(text, origin, GenomeError, check=False)  # genome_from_data checks, agents first
+    else:
+        data = load_yaml(text, origin, GenomeError, what="genome files")
     return genome_from_data(data, origin)
 
 
@@ -95,13 +97,16 @@ def _parse_code_file(text: str, origin: str) -> Genome:
         tree = ast.parse(text)
     except SyntaxError as exc:
         raise GenomeError(f"{origin}:{exc.lineno}: Python syntax error in code genome ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; absurdly nested expressions
+        reason = "nested too deeply" if not isinstance(exc, ValueError) else str(exc)
+        raise GenomeError(f"{origin}: cannot parse code genome ({reason})") from None
     doc = ast.get_docstring(tree, clean=True) or ""
     front: dict[str, Any] = {}
     if doc:
         try:
-            loaded = yaml.safe_load(doc)
-        except yaml.YAMLError:
-            loaded = None
+            loaded = load_yaml(doc, origin, GenomeError, what="genome files")
+        except GenomeError:
+            loaded = None  # not front matter (or not acceptable as such): the docstring is the description
         if isinstance(loaded, dict) and set(loaded) <= set(_FRONT_KEYS):
             front = loaded
         else:
@@ -118,12 +123,17 @@ def _parse_code_file(text: str, origin: str) -> Genome:
 def load_genome(path: str | os.PathLike[str]) -> Genome:
     """Read a genome file (``.yaml``/``.yml``/``.json`` config or ``.py`` code genome)."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        exists = p.is_file()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise GenomeError(f"{p}: cannot read genome file ({exc.strerror}); check the path") from None
+    if not exists:
         raise GenomeError(f"{p}: no such genome file (give a .yaml, .json or .py path; seeds: `masforge seeds`)")
     suffix = p.suffix.lower()
     if suffix not in CONFIG_SUFFIXES + CODE_SUFFIXES:
         raise GenomeError(f"{p}: unknown genome file type '{suffix}' (use .yaml, .yml, .json or .py)")
     try:
+        check_bytes(p.stat().st_size, str(p), "genome files", GenomeError)
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GenomeError(f"{p}: cannot read genome file ({exc})") from None
@@ -134,8 +144,14 @@ def load_genome(path: str | os.PathLike[str]) -> Genome:
 class _Dumper(yaml.SafeDumper):
     """YAML dumper that writes multi-line strings as readable ``|`` blocks."""
 
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # genome files may not hold anchors/aliases, so never write any (a shared value is repeated)
+
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\x85" in value:
+        # NEL: YAML readers take it for a line break in plain and block text, so only an escape keeps it.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -163,7 +179,8 @@ def dump_genome(genome: Genome, fmt: str = "yaml") -> str:
             raise GenomeError(f"genome {genome.name}: only code genomes can be written as .py (use yaml)")
         front = {k: v for k, v in genome_to_data(genome).items() if k in _FRONT_KEYS}
         header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True).replace('"""', "'''")
-        return f'"""\n{header}"""\n\n{(genome.code or "").strip()}\n'
+        prefix = "r" if "\\" in header else ""  # YAML escapes (\N, \x85) must reach YAML, not Python
+        return f'{prefix}"""\n{header}"""\n\n{(genome.code or "").strip()}\n'
     if fmt != "yaml":
         raise GenomeError(f"unknown genome format '{fmt}' (use yaml, json or py)")
     data = genome_to_data(genome)

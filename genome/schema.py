@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from masforge.genome.hashing import genome_hash
+from masforge.input_limits import check_tree, current_limits, env_name
 from masforge.runtime.adapters import AdapterName
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -28,6 +29,32 @@ AGGREGATIONS = ("last", "majority_vote", "judge")
 ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
 Aggregation = Literal["last", "majority_vote", "judge"]
 MessagePassing = Literal["sequential", "synchronous"]
+
+
+def _bounded(data: Any) -> Any:
+    """Refuse raw data over the input limits before pydantic walks it (deep or self-referencing metadata, huge
+    strings): a genome built in code gets the same one-line error as one read from a file."""
+    if isinstance(data, dict):
+        check_tree(data, None, ValueError)
+    return data
+
+
+def check_counts(data: Any) -> None:
+    """Refuse raw genome data with more agents or edges than the limits (ValueError naming the field)."""
+    if isinstance(data, dict):
+        _count_limit(data.get("agents"), "agents", "max_agents", "agents: ")
+        topo = data.get("topology")
+        if isinstance(topo, dict):
+            _count_limit(topo.get("edges"), "edges", "max_edges", "topology.edges: ")
+
+
+def _count_limit(items: Any, what: str, limit_name: str, place: str = "") -> None:
+    limit = getattr(current_limits(), limit_name)
+    if isinstance(items, list | tuple) and len(items) > limit:
+        raise ValueError(f"{place}{len(items):,} {what} is over the limit of {limit:,} (no real genome has that "
+                         f"many; raise ${env_name(limit_name)} if this one is genuine)")
+
+
 
 
 class Agent(BaseModel):
@@ -55,6 +82,8 @@ class Agent(BaseModel):
         "'json', or 'auto' (the LM configuration's choice: plain on the embedded model, chat elsewhere).",
     )
 
+    _limits = model_validator(mode="before")(_bounded)
+
 
 class Topology(BaseModel):
     """How agents are wired: edges, rounds of message passing and the final aggregation."""
@@ -71,10 +100,13 @@ class Topology(BaseModel):
     aggregation: Aggregation = "last"
     judge: str | None = Field(default=None, description="Agent id of the judge when aggregation is 'judge'.")
 
+    _limits = model_validator(mode="before")(_bounded)
+
     @field_validator("edges", mode="before")
     @classmethod
     def _parse_arrow_edges(cls, value: Any) -> Any:
         """Accept ``"a -> b"`` strings as well as ``[a, b]`` pairs."""
+        _count_limit(value, "edges", "max_edges")
         if not isinstance(value, list):
             return value
         parsed: list[Any] = []
@@ -112,6 +144,12 @@ class Genome(BaseModel):
     code: str | None = Field(default=None, description="Python source defining forward(inputs) for code genomes.")
     components: list[str] = Field(default_factory=list, description="Inventory components this system uses.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Lineage and notes; not part of the id.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any) -> Any:
+        check_counts(data)  # first: cheaper than walking 100k agents
+        return _bounded(data)
 
     @field_validator("inputs", "outputs")
     @classmethod

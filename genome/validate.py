@@ -7,21 +7,24 @@ Shape errors (wrong types, unknown fields) are caught earlier by pydantic in :mo
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterable
 
 from masforge.errors import GenomeError
-from masforge.genome.graph import agent_edges, is_cyclic, predecessors, reaches, strongly_connected
+from masforge.genome.graph import Wiring, agent_edges, is_cyclic, strongly_connected
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
+from masforge.redact import contains_secret
 from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
 
 
-def available_inputs(genome: Genome, agent: Agent) -> list[str]:
+def available_inputs(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> list[str]:
     """Fields an agent can read: genome inputs if wired from ``input``, ``messages`` and predecessor
     outputs if it has agent predecessors; the judge reads the genome inputs and ``candidates``."""
     if genome.topology.aggregation == "judge" and agent.id == genome.topology.judge:
         return [*genome.inputs, JUDGE_INPUT]
-    preds = predecessors(genome, agent.id)
+    w = wiring or Wiring(genome)
+    preds = w.predecessors(agent.id)
     fields: list[str] = []
     if "input" in preds:
         fields.extend(genome.inputs)
@@ -29,20 +32,20 @@ def available_inputs(genome: Genome, agent: Agent) -> list[str]:
     if agent_preds:
         fields.append(MESSAGES_INPUT)
         for pid in agent_preds:
-            for name in agent_signature(genome, genome.agent(pid)).output_names:
+            for name in agent_signature(genome, w.agents[pid], w).output_names:
                 if name not in fields:
                     fields.append(name)
     return fields
 
 
-def agent_signature(genome: Genome, agent: Agent) -> Signature:
+def agent_signature(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> Signature:
     """The agent's signature: its own, or the default built from how it is wired."""
     if agent.signature:
         return parse_signature(agent.signature)
     if genome.topology.aggregation == "judge" and agent.id == genome.topology.judge:
         ins = [*genome.inputs, JUDGE_INPUT]
     else:
-        preds = predecessors(genome, agent.id)
+        preds = (wiring or Wiring(genome)).predecessors(agent.id)
         ins = list(genome.inputs) if "input" in preds else []
         if any(p != "input" for p in preds):
             ins.append(MESSAGES_INPUT)
@@ -70,8 +73,37 @@ def _code_problems(genome: Genome) -> list[str]:
     return []
 
 
+def _secret_problems(genome: Genome) -> list[str]:
+    """A genome holding an API key would be stored and exported with it: name the field, never the value."""
+    if not contains_secret(genome.model_dump_json()):
+        return []
+    fields: list[tuple[str, object]] = [("name", genome.name), ("description", genome.description),
+                                         ("source", genome.source), ("code", genome.code or ""),
+                                         ("metadata", genome.metadata)]
+    for i, agent in enumerate(genome.agents):
+        fields += [(f"agents[{i}].{k}", v) for k, v in agent.model_dump().items()]
+    place = next((name for name, value in fields if contains_secret(json.dumps(value, default=str))), "genome")
+    return [f"{place}: holds what looks like an API key or token; remove it (keys belong in the environment, "
+            "and masforge never stores them)"]
+
+
+def _one_line(message: str) -> str:
+    # Problems quote the genome's own values (a tool name, an edge, a signature), which may hold line breaks.
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
-    """Every problem of ``genome`` as a one-line message (empty list: valid)."""
+    """Every problem of ``genome`` as a one-line message (empty list: valid).
+
+    Linear in the genome's size: the wiring (predecessors, successors, what input reaches and what reaches
+    output) is indexed once, never re-scanned per agent."""
+    return [_one_line(p) for p in _problems(genome, known_tools)]
+
+
+def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[str]:
+    secrets = _secret_problems(genome)
+    if secrets:
+        return secrets
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:
@@ -83,15 +115,20 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     topo = genome.topology
     if genome.code:
         out.append("code: only code genomes carry code; remove it or set kind: code")
+    shared = [name for name in genome.outputs if name in genome.inputs]
+    if shared:  # every default signature would read and write the same field
+        return [*out, f"outputs: '{shared[0]}' is also an input; give the outputs names of their own"]
     if not genome.agents:
         return [*out, "agents: a config genome needs at least one agent"]
     ids: list[str] = []
+    seen_ids: set[str] = set()
     for i, agent in enumerate(genome.agents):
         if agent.id in RESERVED_NODES:
             out.append(f"agents[{i}].id: '{agent.id}' is reserved for the graph's ends; rename the agent")
-        elif agent.id in ids:
+        elif agent.id in seen_ids:
             out.append(f"agents[{i}].id: duplicate agent id '{agent.id}'; agent ids must be unique")
         ids.append(agent.id)
+        seen_ids.add(agent.id)
         for tool in agent.tools:
             if tool not in tools:
                 out.append(f"agents[{i}].tools: unknown tool '{tool}' (known: {', '.join(sorted(tools))})")
@@ -105,12 +142,13 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     if out:
         return out
 
-    nodes = set(ids) | set(RESERVED_NODES)
+    nodes = seen_ids | set(RESERVED_NODES)
     for j, (a, b) in enumerate(topo.edges):
         for end in (a, b):
             if end not in nodes:
+                known = ", ".join(ids[:20]) + (f", ... ({len(ids)} agents)" if len(ids) > 20 else "")
                 out.append(f"topology.edges[{j}]: unknown agent '{end}' in edge {_edge_text((a, b))} "
-                           f"(agents: {', '.join(ids)}; ends: input, output)")
+                           f"(agents: {known}; ends: input, output)")
         if b == "input":
             out.append(f"topology.edges[{j}]: nothing can flow into 'input' ({_edge_text((a, b))})")
         if a == "output":
@@ -124,8 +162,8 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     if topo.aggregation == "judge":
         if not judge:
             return ["topology.judge: aggregation 'judge' needs topology.judge set to an agent id"]
-        if judge not in ids:
-            return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids)})"]
+        if judge not in seen_ids:
+            return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids[:20])})"]
         if any(judge in e for e in topo.edges):
             out.append(f"topology.judge: judge '{judge}' must not appear in edges (it runs after the graph "
                        "on the candidates that reach output)")
@@ -138,30 +176,34 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
     if not any(a == "input" for a, _ in topo.edges):
         return [*out, "topology.edges: nothing reads 'input'; add an edge like 'input -> solver'"]
 
+    wiring = Wiring(genome)
+    from_input = wiring.reachable_from("input")
+    to_output = wiring.reaching("output")
     for i, agent in enumerate(genome.agents):
         if agent.id == judge and topo.aggregation == "judge":
             continue
-        if not any(agent.id in e for e in topo.edges):
+        if agent.id not in wiring.nodes_in_edges:
             out.append(f"agents[{i}]: agent '{agent.id}' is in no edge; wire it or remove it")
             continue
-        if not reaches(genome, "input", agent.id):
+        if agent.id not in from_input:
             out.append(f"agents[{i}]: agent '{agent.id}' is unreachable from input; add an edge into it")
-        if not reaches(genome, agent.id, "output"):
+        if agent.id not in to_output:
             out.append(f"agents[{i}]: agent '{agent.id}' never reaches output (its work is lost); "
                        "add an edge towards output or remove it")
     if out:
         return out
 
     edges = agent_edges(genome)
-    graph_ids = [i for i in ids if any(i in e for e in topo.edges)]
+    edge_set = set(edges)
+    graph_ids = [i for i in ids if i in wiring.nodes_in_edges]
     for comp in strongly_connected(graph_ids, edges):
-        if is_cyclic(comp, edges) and topo.rounds < 2:
+        if is_cyclic(comp, edge_set) and topo.rounds < 2:
             cycle = " -> ".join([*comp, comp[0]])
             out.append(f"topology.rounds: cycle {cycle} needs rounds >= 2 (set topology.rounds: 2 or more)")
 
     for i, agent in enumerate(genome.agents):
-        sig = agent_signature(genome, agent)
-        avail = available_inputs(genome, agent)
+        sig = agent_signature(genome, agent, wiring)
+        avail = available_inputs(genome, agent, wiring)
         if not sig.inputs:
             out.append(f"agents[{i}].signature: agent '{agent.id}' has no input fields; it would ignore the task")
         for name in sig.input_names:
@@ -169,7 +211,7 @@ def problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[s
                 hint = f"available: {', '.join(avail)}" if avail else "it receives nothing"
                 fix = f"; add edge 'input -> {agent.id}'" if name in genome.inputs else ""
                 out.append(f"agents[{i}].signature: input '{name}' never reaches agent '{agent.id}' ({hint}){fix}")
-        feeds_output = "output" in [b for a, b in topo.edges if a == agent.id]
+        feeds_output = "output" in wiring.succs.get(agent.id, ())
         is_judge = topo.aggregation == "judge" and agent.id == judge
         if feeds_output or is_judge:
             missing = [o for o in genome.outputs if o not in sig.output_names]

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from masforge.redact import redact
+
 
 class MasforgeError(Exception):
-    """Base class for errors shown to users as a single clear line (never a traceback)."""
+    """Base class for errors shown to users as a single clear line (never a traceback).
+
+    The message is made safe when the error is made: redacted (a provider's 401 body may quote the API key) and
+    kept to one line (a value quoted from a file may hold line breaks; they are shown as ``\\n``), so it can be
+    printed, stored and logged as it is."""
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            message = redact(args[0])
+            if "\n" in message or "\r" in message:
+                message = message.strip().replace("\r", "\\r").replace("\n", "\\n")
+            args = (message, *args[1:])
+        super().__init__(*args)
 
 
 class GenomeError(MasforgeError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from masforge.errors import ConfigError
-from masforge.genome.io import format_yaml_error
+from masforge.input_limits import check_bytes, check_tree, load_yaml
+from masforge.redact import redact_data
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"
@@ -115,13 +117,20 @@ class RunConfig(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
+        """Read a run configuration file: bounded in size and nesting, duplicate keys are an error, YAML
+        anchors/aliases are allowed (a config may reuse a block) but may not recurse or expand without bound."""
         p = Path(path)
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+            check_bytes(p.stat().st_size, str(p), "run-configuration files", ConfigError)
+            text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{p}: cannot read run configuration ({exc.strerror})") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(format_yaml_error(p, exc, "run configuration")) from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{p}: run configuration is not UTF-8 text; save it as UTF-8") from None
+        data = load_yaml(text, str(p), ConfigError, aliases=True, what="run-configuration files",
+                         label="run configuration")
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"{p}: a run configuration must be a mapping of fields, got {type(data).__name__}")
         return cls.from_data(data or {}, str(p))
 
     @classmethod
@@ -129,6 +138,7 @@ class RunConfig(BaseModel):
                   names: Mapping[str, str] | None = None) -> RunConfig:
         """Validate ``data``; one ConfigError line naming the field, or the name the user typed for it
         (``names``: field path -> e.g. the command-line flag, so ``budget.max_dollars`` is ``--budget-usd``)."""
+        check_tree(data, origin, ConfigError)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -138,4 +148,10 @@ class RunConfig(BaseModel):
             raise ConfigError(f"{origin}: {(names or {}).get(place, place)}: {msg}") from None
 
     def dump(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        # A key pasted into the config (e.g. in lm.extra) must not be copied into the run folder.
+        data = redact_data(self.model_dump(mode="json"))
+        # Temp file + rename: a run killed while saving keeps no half-written config, so --resume can read it.
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        os.replace(tmp, target)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
+from masforge.redact import install_log_redaction, redact_data
 from masforge.runtime.isolation import sandbox_status
 from masforge.runtime.lm import Budget, Ledger, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
@@ -89,16 +91,26 @@ class SearchResult:
         return Archive.open(self.archive_path)
 
 
+def _folder_name(text: str) -> str:
+    """A safe, short folder name (task names and strategies may hold paths, spaces or anything)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("._")[:80] or "run"
+
+
 def _new_run_dir(cfg: RunConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = cfg.name or f"{stamp}-{cfg.task.replace(':', '_').replace('/', '_')}-{'+'.join(cfg.strategy)}"
+    task = Path(cfg.task).stem if cfg.task.endswith(".jsonl") else cfg.task
+    name = _folder_name(cfg.name or f"{stamp}-{task}-{'+'.join(cfg.strategy)}")
     root = Path(cfg.output)
     run_dir = root / name
     i = 1
     while run_dir.exists():
         run_dir = root / f"{name}-{i}"
         i += 1
-    run_dir.mkdir(parents=True)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: cannot create the run folder ({exc.strerror}); choose another --output") \
+            from None
     latest = root / "latest"
     try:
         if latest.is_symlink() or latest.exists():
@@ -159,6 +171,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     strategy pipeline and its options, the LMs (provider and key), the seeds and the task."""
     from masforge.seeds import resolve_genome
 
+    install_log_redaction()  # provider errors that libraries log must not carry keys into the run's logs
     run_dir: Path | None = None
     if resume is not None:
         run_dir = Path(resume)
@@ -203,7 +216,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
 
     ui = SearchProgress(console=console, enabled=progress)
     # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
-    (run_dir / "sandbox.json").write_text(json.dumps(sandbox_status(), indent=2), encoding="utf-8")
+    (run_dir / "sandbox.json").write_text(json.dumps(redact_data(sandbox_status()), indent=2), encoding="utf-8")
     events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
@@ -213,7 +226,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             row = {"t": time.time(), "event": kind, "id": cand.id, "name": cand.genome.name, "score": cand.score,
                    "dollars": cand.dollars, "operator": cand.operator, "strategy": cand.strategy,
                    "reused": data.get("reused", False), "spent": ledger.snapshot()}
-            events.write(json.dumps(row, default=str) + "\n")
+            events.write(json.dumps(redact_data(row), default=str) + "\n")
             events.flush()
 
     ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
@@ -323,4 +336,4 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
                         "seed": c.id in seed_ids, "ci": list(c.ci)} for c in result.candidates],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")

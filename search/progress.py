@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from masforge.redact import redact
 from masforge.search.context import SearchContext
 from masforge.text import shorten
 
@@ -47,7 +48,7 @@ class SearchProgress:
     """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY)."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
-        self.console = console or Console()
+        self.console = console or Console()  # the CLI passes its own (markup-safe) console
         self.enabled = enabled
         self.ctx: SearchContext | None = None
         self.live: Live | None = None
@@ -73,7 +74,7 @@ class SearchProgress:
         text = describe_event(kind, data)
         if text is None:
             return
-        self.last = text
+        self.last = redact(text)  # rejection reasons quote errors; the terminal output is often a log file
         if self.live is not None:
             self.live.update(self._render())
         elif self.enabled and self.ctx is not None:

@@ -12,8 +12,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from masforge.errors import GenomeError
-from masforge.genome.io import format_validation_error, format_yaml_error, load_genome
+from masforge.genome.io import format_validation_error, load_genome
 from masforge.genome.schema import IDENT, Agent, Genome
+from masforge.input_limits import format_yaml_error
 
 _SUFFIXES = (".yaml", ".yml", ".py")
 GENOME_SUFFIXES = (".yaml", ".yml", ".json", ".py")
@@ -55,7 +56,11 @@ def resolve_genome(ref: str | os.PathLike[str]) -> Genome:
     """The genome a user names: a genome file (.yaml/.yml/.json/.py) or a seed name. The one place a
     reference given on the command line, in a run configuration or to the API is turned into a genome."""
     path = Path(ref)
-    if path.is_file() or path.suffix.lower() in GENOME_SUFFIXES:
+    try:
+        is_file = path.is_file()
+    except OSError:
+        is_file = False  # not a usable path (a name too long, ...): maybe a seed name, else the error below
+    if is_file or path.suffix.lower() in GENOME_SUFFIXES:
         return load_genome(path)  # a missing file is its own one-line error
     try:
         return load_seed(str(ref))

@@ -19,8 +19,9 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
-from masforge.cli.console import console, masforge_command, print_error, user_errors
+from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
 from masforge.errors import GenomeError, MasforgeError
+from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
 from masforge.text import shorten
@@ -31,6 +32,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+@app.callback()
+def _every_command() -> None:
+    """masforge: a self-evolving designer of multi-agent LLM systems."""
+    safe_output_streams()
+
+
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_archive.app, name="archive")
 genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
@@ -99,7 +106,7 @@ def run(
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
         system = compile_genome(g, client)
-        with console.status(f"running {g.name} on {client.config('worker').model} ..."):
+        with console.status(f"running {escape(g.name)} on {escape(client.config('worker').model)} ..."):
             try:
                 result = system(**inputs)
             except MasforgeError:
@@ -111,8 +118,8 @@ def run(
                 raise MasforgeError(f"{g.name} failed ({classify(exc)}): {type(exc).__name__}: {first}; "
                                     "try another --lm or a larger max_tokens") from None
         if as_json:
-            print(json.dumps({"outputs": result.outputs, "trace": result.trace.to_dict(),
-                              "usage": client.ledger.snapshot()}, default=str, indent=2))
+            print(json.dumps(redact_data({"outputs": result.outputs, "trace": result.trace.to_dict(),
+                                          "usage": client.ledger.snapshot()}), default=str, indent=2))
             return
         table = Table(title=f"trace of {g.name} ({g.short_id})", show_lines=False)
         for col in ("#", "agent", "copy", "round", "module", "tokens", "cost $", "latency s", "output"):
@@ -125,7 +132,7 @@ def run(
         snap = client.ledger.snapshot()
         console.print(f"LM calls {snap['llm_calls']} (+{snap['cache_hits']} cached), tokens {snap['tokens']}, "
                       f"${snap['dollars']:.5f}")
-        body = "\n".join(f"[bold]{k}[/bold]: {v}" if len(g.outputs) > 1 else str(v)
+        body = "\n".join(f"[bold]{escape(str(k))}[/bold]: {escape(str(v))}" if len(g.outputs) > 1 else escape(str(v))
                          for k, v in result.outputs.items())
         console.print(Panel(body, title="answer", border_style="green"))
 
@@ -208,7 +215,7 @@ def evaluate(
                         f"{report.n} finished examples")
         if output:
             output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+            output.write_text(json.dumps(redact_data(report.to_dict()), indent=2, default=str))
             console.print(f"report written to {output}")
 
 
@@ -401,9 +408,12 @@ def genome_validate(files: Annotated[list[Path], typer.Argument(help="Genome fil
     for path in files:
         try:
             g = validate(load_genome(path))
-            console.print(f"[green]ok[/green] {path}: {g.name} ({g.kind}, id {g.short_id})")
+            console.print(f"[green]ok[/green] {escape(str(path))}: {escape(g.name)} ({g.kind}, id {g.short_id})")
         except MasforgeError as exc:
             print_error(str(exc))
+            failed += 1
+        except OSError as exc:
+            print_error(os_error_line(exc))
             failed += 1
     if failed:
         raise typer.Exit(1)
@@ -426,7 +436,7 @@ def genome_diff(a: Annotated[str, typer.Argument(help="Old genome (file or seed)
     with user_errors():
         ga, gb = resolve_genome(a), resolve_genome(b)
         changes = diff_genomes(ga, gb)
-        console.print(f"{ga.name} ({ga.short_id}) -> {gb.name} ({gb.short_id})")
+        console.print(f"{escape(ga.name)} ({ga.short_id}) -> {escape(gb.name)} ({gb.short_id})")
         if not changes:
             console.print("no change")
         colour = {"+": "green", "-": "red", "~": "yellow"}
@@ -457,10 +467,14 @@ app.command("report")(cli_export.report)
 
 def main() -> None:
     """Console-script entry point: MasforgeError → one red line, Ctrl-C → exit 130, no tracebacks."""
+    install_log_redaction()
     try:
         app()
     except MasforgeError as exc:
         print_error(str(exc))
+        sys.exit(1)
+    except OSError as exc:
+        print_error(os_error_line(exc))
         sys.exit(1)
     except KeyboardInterrupt:
         print_error("interrupted")

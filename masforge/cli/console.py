@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import sys
@@ -11,11 +12,36 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
+from rich.text import Text
+
+from masforge.redact import redact
+
+
+class SafeConsole(Console):
+    """A rich console on which text from genomes and models (names, answers) cannot break the output: a string
+    whose brackets are not valid rich markup (a genome named ``[/x]``) is shown literally instead of raising."""
+
+    def render_str(self, text: str, **kwargs: object) -> Text:  # type: ignore[override]
+        try:
+            return super().render_str(text, **kwargs)  # type: ignore[arg-type]
+        except MarkupError:
+            return super().render_str(escape(text), **kwargs)  # type: ignore[arg-type]
+
 
 # Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
-console = Console() if Console().is_terminal else Console(width=140)
-err_console = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=200)
+console = SafeConsole() if Console().is_terminal else SafeConsole(width=140)
+err_console = SafeConsole(stderr=True) if Console(stderr=True).is_terminal else SafeConsole(stderr=True, width=200)
+
+
+def safe_output_streams() -> None:
+    """Let stdout/stderr write any text: a file name or argument that is not valid UTF-8 (a lone surrogate from
+    the command line) is shown escaped instead of crashing the output with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):
+                stream.reconfigure(errors="backslashreplace")
 
 
 def _as_typed(path: str) -> str:
@@ -52,19 +78,29 @@ def runnable(text: str) -> str:
 
 def print_error(message: str) -> None:
     """One red line on stderr (hints in it name the command as the user can run it)."""
-    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
+    text = redact(str(message)).strip()
+    first = text.splitlines()[0] if text else "unknown error"
     err_console.print(f"[red]error:[/red] {escape(runnable(first))}", soft_wrap=True, highlight=False)
+
+
+def os_error_line(exc: OSError) -> str:
+    """An operating-system error (a path too long, a folder not writable, a disk full) as one line."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc} (check the path, its permissions and free space)"
 
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a MasforgeError into one red line and exit code 1 (never a traceback)."""
+    """Turn a MasforgeError (or an OSError about a path) into one red line and exit code 1 (never a traceback)."""
     from masforge.errors import MasforgeError
 
     try:
         yield
     except MasforgeError as exc:
         print_error(str(exc))
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        print_error(os_error_line(exc))
         raise typer.Exit(1) from None
 
 

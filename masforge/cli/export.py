@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from masforge.cli.console import console, err_console, user_errors
 from masforge.errors import ConfigError
+from masforge.redact import redact
 
 DEFAULT_ARCHIVE = Path("runs/latest/archive")
 
@@ -50,11 +52,11 @@ def export(
             cfg = replace(cfg, api_base=api_base)
         text = export_genome(genome, fmt, filename=output.name if output and fmt == "python" else None, lm=cfg)
         if output is None:
-            sys.stdout.write(text)
+            sys.stdout.write(redact(text))
             return
         write_export(text, output)
         what = {"python": "standalone Python module", "yaml": "genome (YAML)", "json": "genome (JSON)"}[fmt]
-        err_console.print(f"wrote {what} of {genome.name} ({genome.short_id}) to {output}")
+        err_console.print(f"wrote {what} of {escape(genome.name)} ({genome.short_id}) to {escape(str(output))}")
         if fmt == "python":
             how = "the one it was found with" if found is not None and not lm else "its default"
             hint = f'run it: python {output} "your question"   (LM: {cfg.model}, {how}; --model to change)'

@@ -45,6 +45,7 @@ from masforge.export.inline import (
 )
 from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_exported
 from masforge.genome.schema import Genome
+from masforge.redact import redact
 from masforge.runtime.lm_config import LMConfig, parse_lm
 
 EXPORT_FORMATS = ("python", "yaml", "json")
@@ -604,5 +605,5 @@ def write_export(text: str, output: str | Path) -> Path:
     """Write an export to ``output`` (parents created); returns the path."""
     p = Path(output)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+    p.write_text(redact(text), encoding="utf-8")
     return p

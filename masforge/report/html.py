@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from masforge.redact import redact
 from masforge.report.charts import esc, lineage_svg, pareto_chart, progress_chart
 from masforge.report.data import DESCENDANT_DEPTH, ReportData, build_report, num
 
@@ -283,7 +284,7 @@ def write_report(data: ReportData, output: str | Path) -> Path:
     """Render ``data`` and write it to ``output``."""
     path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(data), encoding="utf-8")
+    path.write_text(redact(render_html(data)), encoding="utf-8")
     return path
 
 

@@ -18,6 +18,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
 from masforge.errors import BudgetExceeded, ConfigError, LMError  # noqa: E402
+from masforge.redact import redact, register_secret  # noqa: E402
 from masforge.runtime.endpoint import PLAIN_EXTRA, Endpoint, EndpointError, catalog_price  # noqa: E402
 from masforge.runtime.ledger import Budget, Completion, Ledger  # noqa: E402
 from masforge.runtime.lm_cache import LMCache, default_cache_path  # noqa: E402
@@ -95,6 +96,7 @@ class LMClient:
                 self._endpoints[cfg.model] = (ep.model, ep.api_base, ep.api_key)
             return self._endpoints[cfg.model]
         key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        register_secret(key)  # whatever the variable is called, its value is never written anywhere
         if cfg.api_base and key is None and cfg.model.startswith("openai/"):
             key = "sk-none"  # OpenAI-compatible local servers want some key
         return cfg.model, cfg.api_base, key
@@ -149,8 +151,9 @@ class LMClient:
                 if not _is_transient(exc) or attempt >= cfg.num_retries:
                     self.ledger.add_error()
                     note_lm_call(LMCall(alias="", model=cfg.model, latency_s=time.perf_counter() - start,
-                                        error=f"{type(exc).__name__}: {exc}"[:300]))
-                    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+                                        error=redact(f"{type(exc).__name__}: {exc}")[:300]))
+                    text = redact(str(exc)).strip()  # before cutting: a cut key would no longer be recognised
+                    first = text.splitlines()[0][:300] if text else ""
                     tries = f" after {attempt + 1} tries" if attempt else ""
                     raise LMError(f"LM '{cfg.model}' failed{tries}: {type(exc).__name__}: {first}") from exc
                 # Exponential backoff with jitter, capped: rate limits clear in seconds, not minutes.

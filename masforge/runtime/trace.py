@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from masforge.redact import redact
 from masforge.text import shorten
 
 
@@ -115,7 +116,7 @@ def agent_call(agent: str, module: str = "", copy: int = 0, round: int = 0,
     try:
         yield call
     except BaseException as exc:
-        call.error = f"{type(exc).__name__}: {exc}"[:500]
+        call.error = redact(f"{type(exc).__name__}: {exc}")[:500]
         raise
     finally:
         call.latency_s = time.perf_counter() - start

@@ -305,7 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if stub.latency_s > 0:
                 time.sleep(stub.latency_s)
-            status, payload, content_type, headers = _answer(stub, body, fail)
+            auth = str(self.headers.get("Authorization") or "")
+            status, payload, content_type, headers = _answer(stub, body, fail, auth)
         finally:
             stub._leave()  # before the reply goes out: a client that has its answer sees in_flight drop
         self._send(status, payload, content_type, headers)
@@ -318,7 +319,7 @@ def _json_reply(status: int, obj: Any, headers: dict[str, str] | None = None) ->
     return status, json.dumps(obj).encode("utf-8"), "application/json", headers or {}
 
 
-def _answer(stub: StubServer, body: dict[str, Any], fail: bool) -> _Reply:
+def _answer(stub: StubServer, body: dict[str, Any], fail: bool, auth: str = "") -> _Reply:
     """The HTTP reply to a counted chat request: an injected failure, a completion, or an SSE stream."""
     if fail:
         status = stub.fail_status
@@ -326,7 +327,13 @@ def _answer(stub: StubServer, body: dict[str, Any], fail: bool) -> _Reply:
         if stub.retry_after is not None:
             headers = {"Retry-After": f"{stub.retry_after:g}", "retry-after-ms": f"{stub.retry_after * 1000:.0f}"}
         kind = "rate_limit_error" if status == 429 else "server_error"
-        error = {"message": f"stub: injected failure (HTTP {status})", "type": kind, "param": None, "code": status}
+        message = f"stub: injected failure (HTTP {status})"
+        if stub.echo_auth:
+            # What careless providers do: quote the credential back (a test that keys are never stored needs it).
+            key = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+            message = f"Incorrect API key provided: {key}. Authorization header was: {auth}"
+            kind = "invalid_request_error"
+        error = {"message": message, "type": kind, "param": None, "code": status}
         return _json_reply(status, {"error": error}, headers)
     try:
         text = stub.reply(body)
@@ -383,7 +390,9 @@ class StubServer:
 
     ``latency_s`` is slept per chat request (in that request's own thread). ``responder(messages, body)``
     returns the reply text (None: use :func:`default_responder`). The first ``fail_first_n`` chat requests
-    get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if ``retry_after`` is set).
+    get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if ``retry_after`` is set);
+    with ``echo_auth`` that body quotes the request's API key and ``Authorization`` header, as some providers'
+    401 answers do.
     """
 
     def __init__(
@@ -395,6 +404,7 @@ class StubServer:
         fail_first_n: int = 0,
         fail_status: int = 500,
         retry_after: float | None = None,
+        echo_auth: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -408,6 +418,7 @@ class StubServer:
         self.fail_first_n = fail_first_n
         self.fail_status = fail_status
         self.retry_after = retry_after
+        self.echo_auth = echo_auth
         self.host = host
         self.requested_port = port
         self.last_body: dict[str, Any] | None = None

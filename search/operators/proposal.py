@@ -16,12 +16,12 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from masforge.genome.io import format_validation_error
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
 from masforge.genome.validate import problems
+from masforge.input_limits import check_tree, current_limits, load_yaml
 from masforge.runtime.adapters import ADAPTERS
 from masforge.runtime.standalone.plain_adapter import strip_think
 
@@ -43,6 +43,19 @@ _CODE_FENCE = re.compile(r"```(?:python|py|Python|python3)?[ \t]*\n(.*?)(?:```|\
 
 class ProposalParseError(ValueError):
     """A model reply that is not a usable genome; the message is the one-line problem shown to the model."""
+
+    def __init__(self, message: str = "") -> None:
+        # The problem may quote the reply's own text (an agent id, an edge): keep it to one line.
+        super().__init__(str(message).strip().replace("\r", "\\r").replace("\n", "\\n"))
+
+
+def _bounded_reply(text: str) -> str:
+    """Refuse a reply too long to be a genome before any parsing work is spent on it."""
+    limit = current_limits().max_reply_chars
+    if len(text or "") > limit:
+        raise ProposalParseError(f"the reply is {len(text):,} characters, over the {limit:,}-character limit for a "
+                                 "proposal; reply with one short JSON object or program")
+    return text or ""
 
 
 # ----------------------------------------------------------------------------------------- proposal schema
@@ -164,9 +177,10 @@ def _balanced_object(text: str, start: int) -> str | None:
 def extract_json(text: str) -> dict[str, Any]:
     """The first JSON object in a model reply (fences and chatter around it are ignored).
 
-    Raises :class:`ProposalParseError` with a one-line reason the model can act on.
+    Raises :class:`ProposalParseError` with a one-line reason the model can act on. The reply is bounded in
+    length and the object in nesting, values and string length (see :mod:`masforge.input_limits`).
     """
-    body = strip_think(text or "").strip()
+    body = strip_think(_bounded_reply(text)).strip()
     if not body:
         raise ProposalParseError("the reply is empty; reply with one JSON object")
     candidates = [m.group(1) for m in _JSON_FENCE.finditer(body)] + [body]
@@ -182,22 +196,28 @@ def extract_json(text: str) -> dict[str, Any]:
             except json.JSONDecodeError as exc:
                 first_error = first_error or f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
                 continue
+            except RecursionError:
+                first_error = first_error or "the JSON object is nested far too deeply; keep it flat"
+                continue
             if isinstance(data, dict):
+                check_tree(data, None, ProposalParseError)
                 return data
-    # Small models sometimes answer in YAML, the format the archive is shown in.
+    # Small models sometimes answer in YAML, the format the archive is shown in (no anchors/aliases: a reply
+    # must not expand into something huge or self-referencing).
     for chunk in candidates:
         try:
-            data = yaml.safe_load(chunk)
-        except yaml.YAMLError:
+            data = load_yaml(chunk, "reply", ProposalParseError, what="proposals")
+        except ProposalParseError:
             continue
         if isinstance(data, dict) and "agents" in data:
+            check_tree(data, None, ProposalParseError)
             return data
     raise ProposalParseError(first_error or "no JSON object found in the reply; reply with one JSON object")
 
 
 def extract_code(text: str) -> tuple[str, str, str]:
     """``(code, rationale, name)`` from a reply holding a python block that defines ``forward``."""
-    body = strip_think(text or "").strip()
+    body = strip_think(_bounded_reply(text)).strip()
     blocks = [m.group(1) for m in _CODE_FENCE.finditer(body)]
     code = next((b for b in blocks if "def forward" in b), None)
     outside = _CODE_FENCE.sub("", body)
@@ -253,7 +273,8 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
     topo = data.pop("topology", None)
     if isinstance(topo, dict):
         for key in ("edges", "rounds", "aggregation", "judge"):
-            data.setdefault(key, topo.get(key))
+            if topo.get(key) is not None:  # an empty topology must not turn missing fields into nulls
+                data.setdefault(key, topo[key])
     agents = data.get("agents")
     if isinstance(agents, dict):  # {"solver": {...}} instead of a list
         agents = [{"id": k, **v} if isinstance(v, dict) else {"id": k} for k, v in agents.items()]
@@ -342,7 +363,9 @@ def _drop_unwired(data: dict[str, Any]) -> None:
     agents = data.get("agents")
     if not isinstance(agents, list):
         return
-    ends = {p.strip() for e in data.get("edges", []) if isinstance(e, str) for p in e.split("->")}
+    edges = data.get("edges")
+    ends = {p.strip() for e in (edges if isinstance(edges, list) else []) if isinstance(e, str)
+            for p in e.split("->")}
     judge = data.get("judge") if data.get("aggregation") == "judge" else None
     wired = [a for a in agents if not isinstance(a, dict) or a.get("id") in ends or a.get("id") == judge]
     if any(isinstance(a, dict) and a.get("id") in ends for a in wired):

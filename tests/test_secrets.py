@@ -1,0 +1,189 @@
+"""Secrets are never written: a key a provider echoes back in a 401 body is redacted before it reaches the
+archive (git objects, commit messages, the SQLite index), the run folder (events, summary, config), the
+report, exports and the CLI's error lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from masforge.archive.records import ResultRecord
+from masforge.archive.store import Archive
+from masforge.cli import app
+from masforge.errors import ArchiveError, LMError
+from masforge.genome.io import parse_genome_text
+from masforge.genome.validate import problems
+from masforge.redact import REDACTED, install_log_redaction, redact, redact_data, register_secret
+from masforge.runtime.lm import LMClient, LMConfig
+from masforge.testing.stub_server import StubServer
+
+TASK = "rg:basic_arithmetic"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+
+
+def _planted() -> str:
+    # No known key shape: only the configuration (api_key_env) says it is a secret.
+    return "plantedZ" + uuid.uuid4().hex
+
+
+# ---------------------------------------------------------------------------------------------- unit level
+
+
+@pytest.mark.parametrize("text, leaked", [
+    ("HTTP 401: Incorrect API key provided: sk-proj-Ab12Cd34Ef56Gh78Ij90.", "sk-proj-Ab12Cd34Ef56Gh78Ij90"),
+    ("headers: {'Authorization': 'Bearer abc123def456ghi789'}", "abc123def456ghi789"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZDEyMw==", "dXNlcjpwYXNzd29yZDEyMw=="),
+    ('{"api_key": "k9k9k9k9k9k9k9k9"}', "k9k9k9k9k9k9k9k9"),
+    ("POST https://alice:s3cretpass@llm.example/v1 failed", "s3cretpass"),
+    ("anthropic said sk-ant-api03-AAAABBBBCCCCDDDD1111", "sk-ant-api03-AAAABBBBCCCCDDDD1111"),
+    ("google key AIzaSyA1234567890abcdefghijklmnopqrstu in url", "AIzaSyA1234567890abcdefghijklmnopqrstu"),
+    ("groq gsk_0123456789abcdefghijABCDEFGHIJ rejected", "gsk_0123456789abcdefghijABCDEFGHIJ"),
+])
+def test_redact_known_shapes(text: str, leaked: str) -> None:
+    out = redact(text)
+    assert leaked not in out
+    assert REDACTED in out
+    assert redact(out) == out  # idempotent
+
+
+@pytest.mark.parametrize("text", [
+    "api_key=api_key", '"Authorization": f"Bearer {api_key}"', "bearer tokens expire",
+    "hf_tokenizer_config_path", "Think step by step, then answer.", "sk-none", "password: hunter",
+])
+def test_redact_leaves_code_and_prose_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_environment_and_registered_values_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    env_key, registered = _planted(), _planted()
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", env_key)
+    monkeypatch.setenv("HOME_DIR_TOKEN_FILE", "/not/a/secret/path")
+    register_secret(registered)
+    data = {"a": [f"x {env_key} y", (registered,)], env_key: 1, "n": 3, "path": "/not/a/secret/path"}
+    clean = redact_data(data)
+    text = json.dumps(clean)
+    assert env_key not in text and registered not in text
+    assert clean["n"] == 3 and clean["path"] == "/not/a/secret/path"
+    assert data["a"][0] == f"x {env_key} y"  # a copy: the caller's data is untouched
+
+
+def test_lm_error_is_redacted_when_made() -> None:
+    key = "sk-" + "Q" * 8 + "1234567890"
+    assert key not in str(LMError(f"LM 'x' failed: AuthenticationError: bad key {key}"))
+
+
+def test_log_records_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_redaction()
+    key = "sk-" + "L0g" * 8
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger("some.provider").warning("request failed with key %s", key)
+    assert key not in caplog.text
+    assert REDACTED in caplog.text
+
+
+def test_genome_holding_a_key_is_refused() -> None:
+    text = ("name: leaky\nagents:\n  - id: s\n    instructions: 'call it with sk-leak0123456789abcdefXYZ'\n"
+            "topology:\n  edges: ['input -> s', 's -> output']\n")
+    genome = parse_genome_text(text)
+    found = problems(genome)
+    assert found and found[0].startswith("agents[0].instructions: holds what looks like an API key")
+    assert "sk-leak" not in found[0]
+
+
+def test_archive_never_stores_a_key(tmp_path: Path) -> None:
+    from masforge.seeds import load_seed
+
+    key = "sk-" + "Arch1ve" * 4
+    archive = Archive.open(tmp_path / "arch", create=True)
+    genome = load_seed("cot")
+    archive.add(genome, rationale=f"tried with {key}")
+    archive.add_result(genome.id, ResultRecord(task="t", split="validation", lm_key="m@1", score=0.5, n=2,
+                                               failures={"lm": 2},
+                                               extra={"failure_notes": [{"error": f"LMError: 401 {key}"}]}))
+    leaky = genome.model_copy(update={"description": f"uses {key}"})
+    with pytest.raises(ArchiveError, match="looks like an API key"):
+        archive.add(leaky)
+    archive.close()
+    _assert_nowhere(tmp_path / "arch", [key])
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+def _git_text(repo: Path) -> str:
+    """Everything git holds: full history with patches, every object (reachable or not), all refs."""
+    parts = [subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+             for args in (["log", "-p", "--all", "--format=fuller"], ["for-each-ref"])]
+    objects = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    return "\n".join(parts) + objects.decode("utf-8", "replace")
+
+
+def _assert_nowhere(root: Path, secrets: list[str]) -> int:
+    """No secret in any file under ``root`` (raw bytes, so SQLite pages count) nor in any git object."""
+    checked = 0
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for secret in secrets:
+                assert secret.encode() not in data, f"{secret[:10]}... found in {path}"
+            checked += 1
+        if path.name == ".git" and path.is_dir():
+            text = _git_text(path.parent)
+            for secret in secrets:
+                assert secret not in text, f"{secret[:10]}... found in git objects of {path.parent}"
+    return checked
+
+
+def test_planted_key_echoed_in_401_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = _planted()
+    monkeypatch.setenv("MASFORGE_PLANTED_CREDS", planted)  # an innocent-looking name: only the config marks it
+    with StubServer(fail_first_n=10**6, fail_status=401, echo_auth=True) as stub:
+        # The stub really echoes the key: the first call fails with it in the body.
+        cfg = LMConfig(model="openai/stub", api_base=stub.api_base, api_key_env="MASFORGE_PLANTED_CREDS",
+                       num_retries=0)
+        with pytest.raises(LMError) as caught:
+            LMClient({"worker": cfg}, cache=False).complete([{"role": "user", "content": "hi"}])
+        assert "Incorrect API key provided" in str(caught.value) and planted not in str(caught.value)
+
+        config = {
+            "task": TASK, "strategy": ["random"], "seeds": ["cot", "io"], "limit": 3, "test_limit": 2,
+            "test_top_k": 1, "budget": {"max_candidates": 3}, "meta_lm": "fake",
+            "lm": {"model": "openai/stub", "api_base": stub.api_base, "api_key_env": "MASFORGE_PLANTED_CREDS",
+                   "num_retries": 0},
+        }
+        (tmp_path / "run.yaml").write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+        runner = CliRunner()
+        out = runner.invoke(app, ["search", "--config", str(tmp_path / "run.yaml"), "-o", str(tmp_path / "runs"),
+                                  "--quiet"])
+        assert out.exit_code == 0, out.output
+        assert stub.failures > 0
+    run_dir = (tmp_path / "runs" / "latest").resolve()
+    (run_dir / "cli_output.txt").write_text(out.output, encoding="utf-8")
+    # The failures were recorded (so the error text did reach the write boundaries) ...
+    archive = Archive.open(run_dir / "archive")
+    records = archive.list(run=run_dir.name, include_pruned=True)
+    notes = [n for rec in records for r in rec.results for n in r.extra.get("failure_notes", [])]
+    assert any("Incorrect API key provided" in n["error"] for n in notes)
+    archive.close()
+    # ... then exports and the report, written into the run folder too.
+    for fmt in ("python", "yaml", "json"):
+        res = runner.invoke(app, ["export", records[0].genome_id[:12], "--format", fmt, "--archive",
+                                  str(run_dir / "archive"), "-o", str(run_dir / f"export.{fmt}")])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["report", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    checked = _assert_nowhere(run_dir, [planted])
+    assert checked > 10
+    for name in ("report.html", "events.jsonl", "summary.json", "config.yaml", "archive/.masforge-index.sqlite"):
+        assert (run_dir / name).is_file(), name
