@@ -56,8 +56,8 @@ def run_strategy(args: argparse.Namespace, strategy: str, state: dict[str, Any])
     run_dir = Path(args.runs) / f"discovery-{strategy}"
     started = time.time()
     common = dict(progress=False)
-    if (run_dir / "config.yaml").is_file():
-        result = masforge.resume(run_dir, **common)
+    if (run_dir / "config.yaml").is_file():  # resumed, possibly with a larger budget than before
+        result = masforge.resume(run_dir, budget={"max_candidates": args.candidates}, **common)
     else:
         result = masforge.optimize(
             args.task, strategy=strategy, budget={"max_candidates": args.candidates}, lm=args.lm, seeds=SEEDS,

@@ -59,8 +59,23 @@ def optimize(
     return run_search(cfg, task=task_obj, progress=progress)
 
 
-def resume(run_dir: str | Path, *, progress: bool = False) -> Any:
-    """Continue a stopped run from its folder (no seed added twice, no evaluation repeated)."""
+def resume(run_dir: str | Path, *, budget: dict[str, Any] | int | None = None, concurrency: int | None = None,
+           progress: bool = False) -> Any:
+    """Continue a stopped run from its folder (no seed added twice, no evaluation repeated); ``budget`` (as in
+    :func:`optimize`) and ``concurrency`` replace the saved ones, e.g. to let a finished run go further."""
+    from masforge.search.config import RunConfig
     from masforge.search.engine import run_search
 
-    return run_search(resume=run_dir, progress=progress)
+    overrides: dict[str, Any] = {}
+    if budget is not None:
+        overrides["budget"] = {"max_candidates": budget} if isinstance(budget, int) else budget
+    if concurrency is not None:
+        overrides["concurrency"] = concurrency
+    cfg = None
+    if overrides:
+        saved = Path(run_dir) / "config.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"{run_dir}: not a masforge run folder (no config.yaml); give the folder that "
+                              "`masforge search` printed")
+        cfg = RunConfig.from_data({"task": RunConfig.load(saved).task, **overrides}, "resume()")
+    return run_search(cfg, resume=run_dir, progress=progress)

@@ -80,6 +80,14 @@ def test_resume_continues_without_repeating(tmp_path: Path) -> None:
     assert resumed.spend["llm_calls"] >= calls_first
 
 
+def test_api_resume_can_raise_the_budget(tmp_path: Path) -> None:
+    first = run_search(_cfg(tmp_path, budget={"max_candidates": 3}), progress=False)
+    more = masforge.resume(first.run_dir, budget=5)
+    assert len(more.candidates) == 5 and more.stats["reused"] == 3
+    again = masforge.resume(first.run_dir)  # the raised budget was saved with the run: nothing left to do
+    assert len(again.candidates) == 5
+
+
 def test_resume_needs_a_run_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a masforge run folder"):
         run_search(resume=tmp_path)
