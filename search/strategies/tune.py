@@ -34,12 +34,14 @@ Options: ``genome_id``, ``trials`` (per run; None: until the search stops), ``mu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import threading
 import uuid
 import warnings
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,16 @@ def storage_url(storage: str) -> str:
     path = Path(storage).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Heartbeats, fail_stale_trials and TPE's constant_liar are marked experimental by optuna, and optuna hints
+    that heartbeats are meant for optimize(): tune uses them deliberately, and a note per ask would drown the
+    run log."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(experimental|Heartbeat of storage)")
+        yield
 
 
 def _process_start(pid: int) -> str | None:
@@ -203,7 +215,8 @@ class Tune(Strategy):
         self._recover(study)
         if not study.trials:
             study.enqueue_trial(self._params_of(base), skip_if_exists=True)  # start from the base's own knobs
-        study.sampler = self._sampler(ctx.seed + len(study.trials))
+        with _quiet():
+            study.sampler = self._sampler(ctx.seed + len(study.trials))
         if self._heartbeats():
             self._beat = threading.Thread(target=self._beat_loop, name="masforge-tune-heartbeat", daemon=True)
             self._beat.start()
@@ -215,8 +228,9 @@ class Tune(Strategy):
         storage: Any = None
         if self.storage:
             # Heartbeats let a process tell a trial another process is still evaluating from one it died in.
-            storage = optuna.storages.RDBStorage(storage_url(self.storage), heartbeat_interval=self.heartbeat_s,
-                                                 grace_period=3 * self.heartbeat_s)
+            with _quiet():
+                storage = optuna.storages.RDBStorage(storage_url(self.storage), heartbeat_interval=self.heartbeat_s,
+                                                     grace_period=3 * self.heartbeat_s)
         return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
 
     def _heartbeats(self) -> bool:
@@ -247,7 +261,8 @@ class Tune(Strategy):
         from optuna.trial import TrialState
 
         running = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-        optuna.storages.fail_stale_trials(study)  # a heartbeat older than the grace period: its process died
+        with _quiet():
+            optuna.storages.fail_stale_trials(study)  # a heartbeat older than the grace period: its process died
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL,
                                                           TrialState.RUNNING)):
             if t.state == TrialState.COMPLETE:
@@ -391,9 +406,8 @@ class Tune(Strategy):
         for _ in range(self.max_asks):
             if self.trials is not None and self.asked >= self.trials:
                 return []
-            self.study.sampler = self._sampler(self._seed + len(self.study.trials))
-            with warnings.catch_warnings():  # optuna's hint that heartbeats are meant for optimize(); ours beat
-                warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            with _quiet():
+                self.study.sampler = self._sampler(self._seed + len(self.study.trials))
                 trial = self.study.ask()
             self.asked += 1
             trial.set_user_attr("masforge_owner", self.owner)
