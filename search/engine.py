@@ -177,8 +177,10 @@ def _spent_in_run(archive: ResumableArchive, run_id: str, task: str, split: str,
 
 
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
-               task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None) -> SearchResult:
-    """Run (or resume) a search. ``task``/``archive`` objects may be passed instead of names (API use).
+               task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None,
+               executor: Executor | None = None) -> SearchResult:
+    """Run (or resume) a search. ``task``/``archive``/``executor`` objects may be passed instead of names (API
+    use; an executor passed in is left open for the caller).
 
     Everything that can be checked is checked before a run folder is made or an LM is called: the
     strategy pipeline and its options, the LMs (provider and key), the seeds and the task."""
@@ -223,7 +225,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                            max_seconds=b.max_seconds), spent_dollars=spent[0], spent_tokens=spent[1],
                     spent_calls=spent[2])
     client = LMClient(lms, ledger=ledger, seed=cfg.seed)
-    executor = build_executor(cfg)
+    own_executor = executor is None
+    executor = executor or build_executor(cfg)
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
     cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
     evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
@@ -283,9 +286,10 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
     stats = {"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
              "reused": ctx.reused, "generations": ctx.generation, "waited": ctx.waited}
-    if cfg.executor != "local":
+    if executor.name != "local":
         stats["executor"] = executor.describe()
-    executor.close()  # the ledger keeps the final totals
+    if own_executor:
+        executor.close()  # the ledger keeps the final totals
     result = SearchResult(run_dir=run_dir, archive_path=archive_path, config=cfg, candidates=list(ctx.population),
                           test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason, stats=stats)
     _write_summary(result, seed_ids)

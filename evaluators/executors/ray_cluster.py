@@ -33,6 +33,14 @@ from masforge.genome.schema import Genome
 from masforge.runtime.lm import LMClient, LMConfig, Responder
 
 INSTALL_HINT = "pip install 'masforge[ray]'"
+_WARM_UP = """kind: config
+name: warm-up
+agents:
+  - id: answerer
+    module: predict
+topology:
+  edges: [input -> answerer, answerer -> output]
+"""
 
 
 def _ray() -> Any:
@@ -48,6 +56,8 @@ class ClientSpec:
     """What a worker needs to build an LM client like the driver's (its ledger and cache are the hub's)."""
 
     id: str
+    hub: Any
+    """The run's :class:`RunHub` actor: its ledger and answer cache."""
     lms: dict[str, LMConfig]
     responder: Responder | None
     seed: int
@@ -76,11 +86,23 @@ class Stopped:
 class EvalWorker:
     """A Ray actor answering examples in threads; compiled candidates are kept for their next examples."""
 
-    def __init__(self, hub: Any) -> None:
-        self._hub = hub
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: OrderedDict[str, tuple[Callable[..., Any], WorkerJob]] = OrderedDict()
         self._clients: dict[str, LMClient] = {}
+        self._warm_up()
+
+    @staticmethod
+    def _warm_up() -> None:
+        """Answer one question with a one-agent system on the offline fake LM: the first answer imports what
+        dspy and the adapters load lazily (seconds), which must not happen on a real example's clock."""
+        from masforge.genome.io import parse_genome_text
+
+        genome = parse_genome_text(_WARM_UP, "warm-up", "yaml")
+        try:
+            compile_genome(genome, LMClient({"worker": "fake"}, cache=False))(question="1 + 1")
+        except Exception:
+            pass  # only a warm-up: a real example will report whatever fails
 
     def pid(self) -> int:
         return os.getpid()
@@ -88,8 +110,8 @@ class EvalWorker:
     def _client(self, spec: ClientSpec) -> LMClient:
         client = self._clients.get(spec.id)
         if client is None:
-            cache = SharedCache(self._hub) if spec.cache else False
-            client = LMClient(spec.lms, ledger=SharedLedger(self._hub), cache=cache,  # type: ignore[arg-type]
+            cache = SharedCache(spec.hub) if spec.cache else False
+            client = LMClient(spec.lms, ledger=SharedLedger(spec.hub), cache=cache,  # type: ignore[arg-type]
                               responder=spec.responder, seed=spec.seed)
             self._clients[spec.id] = client
         return client
@@ -136,6 +158,7 @@ class RayBatch(ExampleBatch):
         self.job = job
         self.id = uuid.uuid4().hex[:12]
         spec = executor.client_spec(job.client)
+        self.hub = spec.hub
         self._refs = [ray.put(WorkerJob(job.genome, job.task.without_examples(), job.mapping, spec))]
         self._closed = False
 
@@ -179,15 +202,14 @@ class RayBatch(ExampleBatch):
         if attempt > 1:
             # The dead attempts' paid calls are in the hub's ledger and their answers in the cache, where this
             # attempt found them as cache hits: the example reports every call its attempts paid, once.
-            paid = ray.get(self.executor.hub.work_calls.remote(f"{self.id}/{example.id}"))
+            paid = ray.get(self.hub.work_calls.remote(f"{self.id}/{example.id}"))
             total = value.llm_calls + value.cache_hits
             value.llm_calls, value.cache_hits = paid, max(0, total - paid)
         outer.set_result(value)
 
     def close(self, *, interrupted: bool = False) -> None:
         self._closed = True
-        if self.executor.hub is not None:
-            self.executor.hub.forget.remote(self.id + "/")
+        self.hub.forget.remote(self.id + "/")
 
 
 class RayExecutor(Executor):
@@ -212,18 +234,25 @@ class RayExecutor(Executor):
                                   "`ray start --head` or check --ray-address") from None
             self._started = True
         self.node = ray.get_runtime_context().get_node_id()
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.n_workers = workers or max(1, cpus)
+        # Each worker reserves a CPU (it runs metrics and sandboxed code); more workers than free CPUs would wait
+        # forever to be scheduled.
+        free = int(ray.available_resources().get("CPU", 0))
+        if free < (workers or 1):
+            total = int(ray.cluster_resources().get("CPU", 0))
+            if self._started:
+                ray.shutdown()
+            raise ConfigError(f"the Ray cluster has {free} free CPUs of {total} and each evaluation worker needs "
+                              f"one: ask for fewer (--ray-workers) or add nodes (ray start --address ...)")
+        self.n_workers = workers or free
         self.worker_concurrency = max(1, worker_concurrency)
         self.max_attempts = max(1, max_attempts)
-        self.hub: Any = None
         self.retried = 0
         """Examples sent to another worker because theirs died."""
         self.lost_workers = 0
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self._specs: dict[int, ClientSpec] = {}
-        self._attached: list[LMClient] = []
+        self._attached: list[tuple[LMClient, Any]] = []
         self._settle: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
         self._settler = threading.Thread(target=self._settle_loop, name="masforge-ray-settle", daemon=True)
         self._settler.start()
@@ -233,32 +262,33 @@ class RayExecutor(Executor):
     # ------------------------------------------------------------------ driver-side state
 
     def attach(self, client: LMClient) -> LMClient:
-        ray = _ray()
-        if isinstance(client.ledger, SharedLedger):
-            return client
-        if self.hub is None:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            cache_path = str(client.cache.path) if client.cache is not None else None
-            # On the driver's machine: the cache file is there, and the driver's own calls stay local.
-            self.hub = ray.remote(RunHub).options(
-                num_cpus=0, max_concurrency=32,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=self.node, soft=False),
-            ).remote(ledger_state(client.ledger), cache_path)
-        cache_path = client.cache.path if client.cache is not None else None
-        client.ledger = SharedLedger(self.hub)  # type: ignore[assignment]
-        if client.cache is not None:
-            client.cache = SharedCache(self.hub, cache_path)  # type: ignore[assignment]
-        self._attached.append(client)
+        self.client_spec(client)
         return client
 
     def client_spec(self, client: LMClient) -> ClientSpec:
-        self.attach(client)
+        """How workers rebuild ``client``; the first time, its ledger and cache move into a new hub actor."""
+        ray = _ray()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         with self._lock:
             spec = self._specs.get(id(client))
-            if spec is None:
-                spec = self._specs[id(client)] = ClientSpec(uuid.uuid4().hex, dict(client.lms), client.responder,
-                                                            client.seed, client.cache is not None)
+            if spec is not None:
+                return spec
+            if isinstance(client.ledger, SharedLedger):
+                raise ConfigError("this LM client is attached to another Ray executor already")
+            cache_path = client.cache.path if client.cache is not None else None
+            # On the driver's machine: the cache file is there, and the driver's own calls stay local.
+            hub = ray.remote(RunHub).options(
+                num_cpus=0, max_concurrency=32,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=self.node, soft=False),
+            ).remote(ledger_state(client.ledger), str(cache_path) if cache_path else None)
+            ray.get(hub.ping.remote())  # up before any worker or the driver needs its budget
+            client.ledger = SharedLedger(hub)  # type: ignore[assignment]
+            if client.cache is not None:
+                client.cache = SharedCache(hub, cache_path)  # type: ignore[assignment]
+            self._attached.append((client, hub))
+            spec = self._specs[id(client)] = ClientSpec(uuid.uuid4().hex, hub, dict(client.lms), client.responder,
+                                                        client.seed, client.cache is not None)
             return spec
 
     # ------------------------------------------------------------------ workers
@@ -266,7 +296,7 @@ class RayExecutor(Executor):
     def _spawn(self) -> _Worker:
         ray = _ray()
         handle = ray.remote(EvalWorker).options(num_cpus=1, max_concurrency=self.worker_concurrency,
-                                                max_restarts=0, max_task_retries=0).remote(self.hub)
+                                                max_restarts=0, max_task_retries=0).remote()
         return _Worker(handle)
 
     def start_workers(self) -> list[int]:
@@ -336,7 +366,7 @@ class RayExecutor(Executor):
             return
         self._closed = True
         ray = _ray()
-        for client in self._attached:  # the driver keeps the final totals and its cache file
+        for client, _hub in self._attached:  # the driver keeps the final totals and its cache file
             if isinstance(client.ledger, SharedLedger):
                 client.ledger.detach()
             if isinstance(client.cache, SharedCache):
@@ -348,9 +378,9 @@ class RayExecutor(Executor):
                     ray.kill(w.handle, no_restart=True)
                 except Exception:
                     pass
-            if self.hub is not None:
+            for _client, hub in self._attached:
                 try:
-                    ray.kill(self.hub, no_restart=True)
+                    ray.kill(hub, no_restart=True)
                 except Exception:
                     pass
             if self._started:
