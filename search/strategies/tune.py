@@ -39,6 +39,7 @@ import json
 import os
 import socket
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -225,13 +226,24 @@ class Tune(Strategy):
         import optuna
 
         directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
-        storage: Any = None
-        if self.storage:
-            # Heartbeats let a process tell a trial another process is still evaluating from one it died in.
-            with _quiet():
-                storage = optuna.storages.RDBStorage(storage_url(self.storage), heartbeat_interval=self.heartbeat_s,
-                                                     grace_period=3 * self.heartbeat_s)
-        return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
+        if not self.storage:
+            return optuna.create_study(study_name=name, directions=directions)
+        url = storage_url(self.storage)
+        for attempt in range(5):
+            try:
+                # Heartbeats let a process tell a trial another process is still evaluating from one it died in.
+                with _quiet():
+                    storage = optuna.storages.RDBStorage(url, heartbeat_interval=self.heartbeat_s,
+                                                         grace_period=3 * self.heartbeat_s)
+                return optuna.create_study(study_name=name, storage=storage, directions=directions,
+                                           load_if_exists=True)
+            except Exception as exc:
+                # Processes opening a new storage at the same moment race to create its tables; the loser's
+                # insert fails and the tables are there on the next try.
+                if attempt == 4 or type(exc).__name__ not in ("IntegrityError", "OperationalError"):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _heartbeats(self) -> bool:
         from optuna.storages import RDBStorage
