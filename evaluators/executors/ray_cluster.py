@@ -15,6 +15,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -237,6 +238,10 @@ class RayExecutor(Executor):
         # Each worker reserves a CPU (it runs metrics and sandboxed code); more workers than free CPUs would wait
         # forever to be scheduled.
         free = int(ray.available_resources().get("CPU", 0))
+        deadline = time.monotonic() + 10  # workers of a run that just ended may still be giving their CPUs back
+        while free < (workers or 1) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            free = int(ray.available_resources().get("CPU", 0))
         if free < (workers or 1):
             total = int(ray.cluster_resources().get("CPU", 0))
             if self._started:

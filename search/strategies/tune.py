@@ -240,15 +240,19 @@ class Tune(Strategy):
             except Exception as exc:
                 # Processes opening a new storage at the same moment race to create its tables; the loser's
                 # insert fails and the tables are there on the next try.
-                if attempt == 4 or type(exc).__name__ not in ("IntegrityError", "OperationalError"):
+                from sqlalchemy.exc import SQLAlchemyError
+
+                if attempt == 4 or not isinstance(exc, SQLAlchemyError):
                     raise
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
     def _heartbeats(self) -> bool:
-        from optuna.storages import RDBStorage
+        """True for a study in a database (which other processes may share), where trials beat."""
+        from optuna.storages._heartbeat import is_heartbeat_enabled
 
-        return isinstance(getattr(self.study, "_storage", None), RDBStorage)
+        storage = getattr(self.study, "_storage", None)
+        return storage is not None and is_heartbeat_enabled(storage)
 
     def _beat_loop(self) -> None:
         while not self._beat_stop.wait(self.heartbeat_s):
