@@ -2,7 +2,8 @@
 and two processes on one PostgreSQL study.
 
 Table 1: the cot seed (one LM call per example) evaluated against the OpenAI-compatible stub server in a child
-process answering after 200 ms, answer cache off, candidates one after another as a search evaluates them. Each Ray worker process gets ``--per-worker`` examples in flight
+process answering after 200 ms, answer cache off, candidates one after another as a search evaluates them.
+Each Ray worker process gets ``--per-worker`` examples in flight
 (the evaluator's concurrency is per-worker x workers), so two workers could double the throughput: scaling
 efficiency = throughput with 2 workers / (2 x throughput with 1). The local executor is shown at the same
 concurrencies. Ray runs on a local cluster started here (``ray.init(num_cpus=2)``).
@@ -120,7 +121,7 @@ def table_throughput(args) -> list[str]:
             conc = args.per_worker * workers
             per_eval = args.waves * conc
             throughput(api_base, None, conc, 1, per_eval)  # warm-up
-            best, med = best_of(lambda conc=conc: throughput(api_base, None, conc, args.evaluations, per_eval),
+            best, med = best_of(lambda conc=conc, n=per_eval: throughput(api_base, None, conc, args.evaluations, n),
                                 args.repeats)
             row("local", conc, best, med)
             results[f"local{workers}"] = best["calls_per_s"]
@@ -132,8 +133,8 @@ def table_throughput(args) -> list[str]:
                 ex = make_executor("ray", workers=workers, worker_concurrency=args.per_worker)
                 ex.start_workers()
                 throughput(api_base, ex, conc, 1, per_eval)  # warm-up: each worker loads the task's metric
-                best, med = best_of(lambda conc=conc, ex=ex: throughput(api_base, ex, conc, args.evaluations,
-                                                                        per_eval), args.repeats)
+                best, med = best_of(lambda conc=conc, ex=ex, n=per_eval: throughput(api_base, ex, conc,
+                                                                                     args.evaluations, n), args.repeats)
                 row(f"ray {workers} worker{'s' if workers > 1 else ''}", conc, best, med)
                 results[f"ray{workers}"] = best["calls_per_s"]
                 ex.close()
@@ -279,8 +280,8 @@ def main(argv: list[str] | None = None) -> None:
              f"cpus {os.cpu_count()}  load avg {os.getloadavg()[0]:.1f}",
              f"# stub server in a child process, latency {args.latency * 1000:.0f} ms; best (and median calls/s) of "
              f"{args.repeats}", "",
-             f"## evaluation throughput: {args.evaluations} evaluations of {args.waves} x in-flight examples each (cot, "
-             f"1 LM call per example), {args.per_worker} examples in flight per worker, answer cache off"]
+             f"## evaluation throughput: {args.evaluations} evaluations of {args.waves} x in-flight examples each "
+             f"(cot, 1 LM call per example), {args.per_worker} examples in flight per worker, answer cache off"]
     print("\n".join(lines), flush=True)
     lines += table_throughput(args)
     lines += ["", "## Ray's overhead per example (fake LM, no delay, concurrency 1)"]
