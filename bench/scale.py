@@ -13,8 +13,9 @@ the local executor and with one Ray worker; the difference is what Ray adds per 
 plus the hub round trips of its LM call: two budget checks and the ledger entry).
 
 Table 3: ``tune`` on a shared study in a throwaway PostgreSQL server (masforge.testing.postgres): one process, then
-two processes started together on one study and one archive, each asking ``--trials`` trials against the same
-200 ms stub server; trials per minute of wall time (all processes together), and evaluations actually paid.
+two processes started together on one study (with an archive each, and with one shared archive), each asking
+``--trials`` trials against the same 200 ms stub server; trials per minute of wall time (all processes together),
+and evaluations actually paid (the rest were told for free or skipped as another process's).
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/scale.py [--repeats 3] [--trials 12]
 
@@ -184,6 +185,7 @@ def table_overhead(args) -> list[str]:
 
 TUNE = """
     import json, os, sys, time
+    from masforge.archive.memory import MemoryArchive
     from masforge.archive.store import Archive
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
@@ -198,25 +200,36 @@ TUNE = """
                               name="bench-tune")
     client = LMClient({"worker": LMConfig(model="openai/stub", api_base=api_base, max_concurrency=64)}, cache=False)
     paid = []
-    ctx = SearchContext(task, Evaluator(task, client, limit=4, concurrency=8), client, Archive.open(archive_path,
-                        create=True), run_id=f"p{os.getpid()}", limits=SearchLimits(max_candidates=None),
+    archive = MemoryArchive() if archive_path == "memory" else Archive.open(archive_path, create=True)
+    ctx = SearchContext(task, Evaluator(task, client, limit=4, concurrency=8), client, archive,
+                        run_id=f"p{os.getpid()}", limits=SearchLimits(max_candidates=None),
                         on_event=lambda kind, d: paid.append(1) if kind == "candidate" and not d["reused"] else None)
     base = load_seed("cot")
+    Evaluator(task, client, limit=4, concurrency=8).evaluate(base)  # warm-up outside the archive: lazy imports
     ctx.submit(base)
-    tune = Tune(storage=storage, study_name="bench", knobs=["temperature", "copies", "module"], max_copies=3,
-                modules=["predict", "chain_of_thought"], trials=trials, startup_trials=4)
+    # Knobs that do not change what a trial costs (one LM call per example), so trials are comparable.
+    tune = Tune(storage=storage, study_name="bench", knobs=["temperature", "module"],
+                temperatures=[i / 20 for i in range(21)], modules=["predict", "chain_of_thought"], trials=trials,
+                startup_trials=4)
+    tune.setup(ctx)  # the study is opened (and its tables made) before the clock starts
+    tune.setup = lambda ctx: None
     print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.01)
     t0 = time.time()
-    tune.run(ctx)
-    print(json.dumps({"start": t0, "end": time.time(), "paid": len(paid) - 1, "report": tune.report()}))
+    if os.environ.get("SCALE_PROFILE"):
+        import cProfile
+        cProfile.run("tune.run(ctx)", os.environ["SCALE_PROFILE"] + f".{os.getpid()}")
+    else:
+        tune.run(ctx)
+    print(json.dumps({"start": t0, "end": time.time(), "paid": len(paid) - 1, "report": tune.report(),
+                      "waited": ctx.waited}))
 """
 
 
-def tune_round(url: str, processes: int, trials: int, api_base: str, root: Path) -> dict:
-    go = root / f"go-{processes}"
-    archive = root / f"archive-{processes}"
+def tune_round(url: str, processes: int, trials: int, api_base: str, root: Path, shared_archive: bool = True) -> dict:
+    go = root / f"go-{processes}-{shared_archive}"
+    archive = root / f"archive-{processes}" if shared_archive else "memory"
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(TUNE), url, str(archive), str(trials), api_base,
                                str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(processes)]
@@ -235,7 +248,8 @@ def tune_round(url: str, processes: int, trials: int, api_base: str, root: Path)
     asked = sum(r["report"]["asked"] for r in results)
     paid = sum(r["paid"] for r in results)
     return {"processes": processes, "asked": asked, "paid": paid, "wall_s": wall, "per_min": asked / wall * 60,
-            "paid_per_min": paid / wall * 60, "skipped": sum(r["report"].get("skipped", 0) for r in results)}
+            "paid_per_min": paid / wall * 60, "skipped": sum(r["report"].get("skipped", 0) for r in results),
+            "waited": sum(r["waited"] for r in results)}
 
 
 def table_tune(args) -> list[str]:
@@ -246,19 +260,25 @@ def table_tune(args) -> list[str]:
         line = f"# skipped: {why}"
         print(line, flush=True)
         return [line]
-    out = [f"{'processes':>9} {'trials':>6} {'paid':>5} {'skipped':>7} {'wall s':>7} {'trials/min':>10} "
-           f"{'paid/min':>8}"]
+    out = [f"{'processes':>9} {'archive':<14} {'trials':>6} {'paid':>5} {'skipped':>7} {'wall s':>7} "
+           f"{'trials/min':>10} {'paid/min':>8}"]
     print(out[0], flush=True)
     rates = {}
     with child_stub(args.latency) as api_base, tempfile.TemporaryDirectory() as tmp:
-        for processes in (1, 2):
-            with PostgresServer() as pg:  # a fresh study for each round
-                r = tune_round(pg.url, processes, args.trials, api_base, Path(tmp))
-            rates[processes] = r["per_min"]
-            out.append(f"{processes:>9} {r['asked']:>6} {r['paid']:>5} {r['skipped']:>7} {r['wall_s']:>7.1f} "
-                       f"{r['per_min']:>10.1f} {r['paid_per_min']:>8.1f}")
+        for processes, shared in ((1, True), (2, False), (2, True)):
+            runs = []
+            for _ in range(args.repeats):
+                with PostgresServer() as pg:  # a fresh study for each round
+                    runs.append(tune_round(pg.url, processes, args.trials, api_base, Path(tmp), shared))
+            r = sorted(runs, key=lambda r: r["per_min"])[len(runs) // 2]  # the median round
+            rates[(processes, shared)] = r["per_min"]
+            where = "one, shared" if shared and processes > 1 else ("own" if processes == 1 else "one each")
+            out.append(f"{processes:>9} {where:<14} {r['asked']:>6} {r['paid']:>5} {r['skipped']:>7} "
+                       f"{r['wall_s']:>7.1f} {r['per_min']:>10.1f} {r['paid_per_min']:>8.1f}")
             print(out[-1], flush=True)
-    out.append(f"# two processes on one study: {rates[2] / rates[1]:.2f}x the trials per minute of one")
+    out.append(f"# two processes on one study: {rates[(2, True)] / rates[(1, True)]:.2f}x the trials per minute of one "
+               f"with one shared archive, {rates[(2, False)] / rates[(1, True)]:.2f}x with an archive each "
+               f"(median of {args.repeats} rounds)")
     print(out[-1], flush=True)
     return out
 
@@ -271,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
                         "examples in flight")
     parser.add_argument("--evaluations", type=int, default=4, help="evaluations per measurement")
     parser.add_argument("--overhead-examples", type=int, default=40)
-    parser.add_argument("--trials", type=int, default=12, help="tune trials per process")
+    parser.add_argument("--trials", type=int, default=20, help="tune trials per process")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(RESULTS / "scale.txt"))
     args = parser.parse_args(argv)
@@ -287,8 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", "## Ray's overhead per example (fake LM, no delay, concurrency 1)"]
     print(lines[-1], flush=True)
     lines += table_overhead(args)
-    lines += ["", f"## tune on one PostgreSQL study: {args.trials} trials per process (knobs temperature, copies, "
-              "module in predict/chain_of_thought; 4 examples per trial), one shared archive"]
+    lines += ["", f"## tune on one PostgreSQL study: {args.trials} trials per process (knobs temperature and "
+              "module in predict/chain_of_thought: 4 LM calls per trial), the study opened before the clock starts"]
     print(lines[-1], flush=True)
     lines += table_tune(args)
     lines.append(f"# load avg at the end {os.getloadavg()[0]:.1f}")
