@@ -253,9 +253,14 @@ def test_trial_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
             study = optuna.load_study(study_name="shared", storage=storage)
         except KeyError:
             continue  # not created yet
-        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        if running and running[0].user_attrs.get("masforge_owner"):
-            break
+        running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                   if t.user_attrs.get("masforge_owner")]
+        if running:
+            time.sleep(1.0)  # still running a second later: it hangs in its LM call (not a trial told at once)
+            again = optuna.load_study(study_name="shared", storage=storage).trials[running[0].number]
+            if again.state == optuna.trial.TrialState.RUNNING:
+                break
+            running = []
     assert running, "the first process never started a trial"
     lost = running[0]
     doomed.send_signal(signal.SIGKILL)
