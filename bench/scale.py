@@ -213,6 +213,7 @@ TUNE = """
                 startup_trials=4)
     tune.setup(ctx)  # the study is opened (and its tables made) before the clock starts
     tune.setup = lambda ctx: None
+    paid.clear()
     print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.01)
@@ -222,14 +223,15 @@ TUNE = """
         cProfile.run("tune.run(ctx)", os.environ["SCALE_PROFILE"] + f".{os.getpid()}")
     else:
         tune.run(ctx)
-    print(json.dumps({"start": t0, "end": time.time(), "paid": len(paid) - 1, "report": tune.report(),
+    print(json.dumps({"start": t0, "end": time.time(), "paid": len(paid), "report": tune.report(),
                       "waited": ctx.waited}))
 """
 
 
 def tune_round(url: str, processes: int, trials: int, api_base: str, root: Path, shared_archive: bool = True) -> dict:
-    go = root / f"go-{processes}-{shared_archive}"
-    archive = root / f"archive-{processes}" if shared_archive else "memory"
+    tag = f"{processes}-{shared_archive}-{time.monotonic_ns()}"  # a fresh archive each round: nothing to reuse
+    go = root / f"go-{tag}"
+    archive = root / f"archive-{tag}" if shared_archive else "memory"
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(TUNE), url, str(archive), str(trials), api_base,
                                str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(processes)]
