@@ -66,6 +66,12 @@ def test_ray_gives_the_local_results(executor, tmp_path: Path) -> None:
     again = Evaluator(task, ray_client, limit=8, concurrency=4, executor=executor).evaluate(genome)
     assert again.llm_calls == 0 and again.cache_hits == local.llm_calls
     assert ray_client.ledger.snapshot()["llm_calls"] == spent_local["llm_calls"]
+    # A code genome runs in the sandbox of the worker that evaluates it, with the same answers.
+    code = load_seed("code_verify")
+    local_code = Evaluator(task, _client(tmp_path, "local-code"), limit=2, concurrency=2).evaluate(code)
+    remote_code = Evaluator(task, _client(tmp_path, "ray-code"), limit=2, concurrency=2,
+                            executor=executor).evaluate(code)
+    assert _comparable(remote_code) == _comparable(local_code) and remote_code.llm_calls > 0
 
 
 def test_killed_worker_is_retried_and_counted_once(executor, tmp_path: Path) -> None:
