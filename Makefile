@@ -11,12 +11,12 @@ LLAMA_VERSION ?= 0.3.36
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap
+.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap postgres
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,data]"
+	$(BIN)/pip install -q -e ".[dev,data,ray,postgres]"
 	touch $@
 
 venv: $(BIN)/.installed
@@ -40,7 +40,7 @@ model: $(BIN)/.llama
 run: model bubblewrap
 	$(BIN)/masforge search --config examples/quickstart.yaml
 
-test: model chromium bubblewrap
+test: model chromium bubblewrap postgres
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -56,6 +56,13 @@ bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || \
 		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null ) || \
 		echo "bubblewrap could not be installed: the sandbox runs without its private file system view"
+
+# Shared tune studies are tested against a real PostgreSQL server, which the tests start on loopback from the
+# Debian package's programs (a throwaway cluster; the system's own cluster is not touched).
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null ) || \
+		echo "postgresql could not be installed: the shared-study tests on PostgreSQL will be skipped"
 
 lint: venv
 	$(BIN)/ruff check .

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from masforge.archive.claims import Claim, MemoryClaims, StopFn, WaitFn
 from masforge.archive.records import ResultRecord
 from masforge.genome.schema import Genome
 
@@ -17,6 +18,7 @@ class MemoryArchive:
         self.genomes: dict[str, Genome] = {}
         self.meta: dict[str, dict[str, Any]] = {}
         self.results: dict[tuple[str, str, str, str], ResultRecord] = {}
+        self._claims = MemoryClaims()
 
     def add(self, genome: Genome, parents: Sequence[str] = (), **meta: Any) -> dict[str, Any]:
         if genome.id not in self.genomes:
@@ -29,3 +31,8 @@ class MemoryArchive:
 
     def get_result(self, genome_id: str, task: str, split: str, lm_key: str) -> ResultRecord | None:
         return self.results.get((genome_id, task, split, lm_key))
+
+    def claim(self, genome_id: str, task: str, split: str, lm_key: str, *, run: str = "",
+              stop: StopFn | None = None, on_wait: WaitFn | None = None) -> Claim | None:
+        """Claim an evaluation key (searches in this process sharing this archive wait for each other)."""
+        return self._claims.claim((genome_id, task, split, lm_key), run, stop=stop, on_wait=on_wait)

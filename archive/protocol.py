@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from masforge.archive.claims import Claim, StopFn, WaitFn
 from masforge.archive.records import ResultRecord
 from masforge.genome.schema import Genome
 
@@ -36,3 +37,13 @@ class ResumableArchive(ArchiveLike, Protocol):
 
     def genome(self, id_or_prefix: str) -> Genome:
         """The genome stored under an id (or unique id prefix)."""
+
+
+@runtime_checkable
+class ClaimingArchive(ArchiveLike, Protocol):
+    """An archive several searches may share: evaluation keys are claimed before they are paid for."""
+
+    def claim(self, genome_id: str, task: str, split: str, lm_key: str, *, run: str = "",
+              stop: StopFn | None = None, on_wait: WaitFn | None = None) -> Claim | None:
+        """Hold (genome, task, split, LM) while evaluating it, waiting while another process holds it; None if
+        ``stop()`` gives a reason to give up first."""

@@ -58,6 +58,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import git
 
+from masforge.archive.claims import Claim, ClaimBook, StopFn, WaitFn
 from masforge.archive.creation import create_atomically, half_made
 from masforge.archive.pareto import pareto_front
 from masforge.archive.records import STATUSES, CandidateRecord, ResultRecord
@@ -289,6 +290,7 @@ class Archive:
         self._writes = 0
         self._packed_refs: dict[str, str] = {}
         self._packed_signature: tuple[int, int, int] | None = None
+        self._claims = ClaimBook(self._git_dir / "masforge-claims")  # inside .git: never tracked
 
     # ---------------------------------------------------------------- opening
 
@@ -908,6 +910,15 @@ class Archive:
 
     def __len__(self) -> int:
         return int(self._query(lambda db: db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]))
+
+    def claim(self, genome_id: str | Genome, task: str, split: str, lm_key: str, *, run: str = "",
+              stop: StopFn | None = None, on_wait: WaitFn | None = None) -> Claim | None:
+        """Claim the evaluation of (candidate, task, split, lm_key) before paying for it, waiting while another
+        process holds it (it is then usually stored when the claim comes free: check :meth:`get_result`).
+        None if ``stop()`` says to give up first. A dead process's claim expires at once (see
+        :mod:`masforge.archive.claims`)."""
+        gid = genome_id.id if isinstance(genome_id, Genome) else genome_id
+        return self._claims.claim((gid, task, split, lm_key), run, stop=stop, on_wait=on_wait)
 
     def get_result(self, genome_id: str | Genome, task: str, split: str, lm_key: str) -> ResultRecord | None:
         """The stored result for exactly this (candidate, task, split, lm_key), or None: never pay twice."""

@@ -1,55 +1,36 @@
 """Run a genome over a task split and measure it: score with a bootstrap CI, dollars, tokens, latency,
 failures by kind, and every example's output and trace (failures are kept for the meta-agent).
 
-Concurrency is bounded by a thread pool (and per model by the LM client); each example has a timeout;
-LM answers come from the disk cache when the same call was made before; a budget stop ends the run
+Where the examples run is the executor's business (threads of this process by default, or the worker
+processes of a Ray cluster, see :mod:`masforge.evaluators.executors`); this module decides what runs and when
+to stop. Concurrency is bounded per evaluation (and per model by the LM client); each example has a timeout;
+LM answers come from the answer cache when the same call was made before; a budget stop ends the run
 cleanly, keeping every finished example. Cascade evaluation scores a small first batch and continues
 only if the candidate can still beat a threshold.
 """
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from masforge.errors import BudgetExceeded, GenomeError, LMError, MasforgeError
+from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.evaluators.example import Example
+from masforge.evaluators.executors import EvalJob, Executor, LocalExecutor
+from masforge.evaluators.one_example import ExampleResult, classify, failed_example
 from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
-from masforge.genome.result import SystemRunError
 from masforge.genome.schema import Genome
-from masforge.redact import redact, redact_data
 from masforge.runtime.lm import LMClient
-from masforge.runtime.trace import Trace
+
+__all__ = ["Cascade", "EvalReport", "Evaluator", "ExampleResult", "classify", "evaluate", "input_mapping"]
 
 ProgressFn = Callable[[int, int, "EvalReport"], None]
-
-
-@dataclass
-class ExampleResult:
-    """One example: what the system answered, how it scored and what it cost."""
-
-    example_id: str
-    inputs: dict[str, Any]
-    target: str
-    outputs: dict[str, Any]
-    score: float
-    details: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    error_kind: str | None = None
-    tokens: int = 0
-    dollars: float = 0.0
-    llm_calls: int = 0
-    cache_hits: int = 0
-    latency_s: float = 0.0
-    trace: list[dict[str, Any]] = field(default_factory=list)
-    trace_summary: str = ""
 
 
 @dataclass
@@ -154,28 +135,12 @@ def input_mapping(genome: Genome, task: Task) -> dict[str, str]:
                       f"{task_fields}: rename the genome inputs to the task's fields")
 
 
-def classify(exc: BaseException) -> str:
-    """Failure kind of an exception raised while a system answered."""
-    if isinstance(exc, LMError):
-        return "lm"
-    if type(exc).__name__ == "AdapterParseError":
-        return "parse"
-    if isinstance(exc, SystemRunError):
-        text = str(exc)
-        for kind in ("timeout", "memory", "cpu", "blocked", "syntax", "output", "killed"):
-            if f"({kind})" in text:
-                return f"code_{kind}"
-        return "system"
-    if isinstance(exc, GenomeError):
-        return "genome"
-    return "exception"
-
-
 class Evaluator:
     """Scores genomes on one task split with one LM client (reuse it for many genomes)."""
 
     def __init__(self, task: Task, client: LMClient, *, split: str = "validation", limit: int | None = None,
-                 concurrency: int = 4, example_timeout_s: float = 300.0, cascade: Cascade | None = None) -> None:
+                 concurrency: int = 4, example_timeout_s: float = 300.0, cascade: Cascade | None = None,
+                 executor: Executor | None = None) -> None:
         if concurrency < 1:
             raise MasforgeError(f"concurrency must be at least 1, got {concurrency}")
         self.task = task
@@ -187,40 +152,12 @@ class Evaluator:
         self.concurrency = concurrency
         self.example_timeout_s = example_timeout_s
         self.cascade = cascade
+        self.executor = executor or LocalExecutor()
+        """Where the examples run (the driver keeps the decisions: cascade, budget stop, timeouts)."""
 
     @property
     def lm_key(self) -> str:
         return self.client.config("worker").key()
-
-    def _one(self, system: Callable[..., Any], mapping: dict[str, str], ex: Example) -> ExampleResult:
-        inputs = {g: ex.inputs.get(t, "") for g, t in mapping.items()}
-        start = time.perf_counter()
-        outputs: dict[str, Any] = {}
-        error: str | None = None
-        kind: str | None = None
-        trace = Trace()
-        try:
-            result = system(**inputs)
-            outputs, trace = result.outputs, result.trace
-        except BudgetExceeded:
-            raise
-        except Exception as exc:  # a system failing on one example is a scored failure, not a crash
-            error = redact(f"{type(exc).__name__}: {exc}").splitlines()[0][:500]
-            kind = classify(exc)
-            trace = getattr(exc, "trace", None) or trace
-        latency = time.perf_counter() - start
-        if error is None:
-            sc = self.task.score(ex, outputs)
-            score, details = sc.value, sc.details
-        else:
-            score, details = 0.0, {}
-        lm_calls = [c for call in trace.calls for c in call.lm_calls]
-        return ExampleResult(
-            example_id=ex.id, inputs=inputs, target=str(ex.target)[:2000], outputs=outputs, score=score,
-            details={k: v for k, v in details.items() if isinstance(v, str | int | float | bool | None)},
-            error=error, error_kind=kind, tokens=trace.tokens, dollars=trace.cost,
-            llm_calls=sum(1 for c in lm_calls if not c.cached), cache_hits=sum(1 for c in lm_calls if c.cached),
-            latency_s=latency, trace=redact_data(trace.to_dict()), trace_summary=redact(trace.summary()))
 
     def evaluate(self, genome: Genome | Any, *, threshold: float | None = None,
                  progress: ProgressFn | None = None) -> EvalReport:
@@ -232,13 +169,14 @@ class Evaluator:
         mapping = input_mapping(genome, self.task)
         system = compile_genome(genome, self.client) if isinstance(genome, Genome) else genome(self.client)
         report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples))
+        job = EvalJob(genome, self.task, mapping, system, self.client)
         started = time.perf_counter()
         batches = [self.examples]
         if self.cascade and threshold is not None and len(self.examples) > self.cascade.first_n:
             batches = [self.examples[: self.cascade.first_n], self.examples[self.cascade.first_n:]]
         try:
             for b, batch in enumerate(batches):
-                self._run_batch(system, mapping, batch, report, progress)
+                self._run_batch(job, batch, report, progress)
                 if report.stopped:
                     break
                 if b == 0 and len(batches) > 1 and self.cascade is not None and threshold is not None:
@@ -251,19 +189,17 @@ class Evaluator:
             report.wall_s = time.perf_counter() - started
         return report
 
-    def _run_batch(self, system: Callable[..., Any], mapping: dict[str, str], batch: list[Example],
-                   report: EvalReport, progress: ProgressFn | None) -> None:
-        workers = min(self.concurrency, len(batch))
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
+    def _run_batch(self, job: EvalJob, batch: list[Example], report: EvalReport,
+                   progress: ProgressFn | None) -> None:
+        runner = self.executor.batch(job, min(self.concurrency, len(batch)))
         pending: dict[Future[ExampleResult], tuple[Example, float]] = {}
         queue = list(batch)
-        abandoned = False
+        interrupted = False
         try:
             while queue or pending:
                 while queue and len(pending) < self.concurrency and not report.stopped:
                     ex = queue.pop(0)
-                    ctx = contextvars.copy_context()
-                    pending[pool.submit(ctx.run, self._one, system, mapping, ex)] = (ex, time.monotonic())
+                    pending[runner.submit(ex)] = (ex, time.monotonic())
                 if not pending:
                     break
                 done, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
@@ -279,26 +215,20 @@ class Evaluator:
                 now = time.monotonic()
                 for fut, (ex, t0) in list(pending.items()):
                     if now - t0 > self.example_timeout_s:
-                        # A thread cannot be killed; the example is recorded as a timeout and abandoned.
+                        # The example is recorded as a timeout and abandoned (a thread cannot be killed).
                         pending.pop(fut)
-                        report.examples.append(ExampleResult(
-                            ex.id, {g: ex.inputs.get(t, "") for g, t in mapping.items()}, str(ex.target)[:2000],
-                            {}, 0.0, error=f"example took longer than {self.example_timeout_s:g}s",
-                            error_kind="timeout", latency_s=now - t0))
+                        report.examples.append(failed_example(
+                            ex, job.mapping, f"example took longer than {self.example_timeout_s:g}s", "timeout",
+                            now - t0))
                         if progress:
                             progress(report.n, report.planned, report)
-                        if not fut.done():
-                            # The stuck thread keeps its worker: later examples get a fresh pool instead of
-                            # queueing behind it (and timing out in the queue); the old pool finishes what runs.
-                            pool.shutdown(wait=False)
-                            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
-                            abandoned = True
+                        runner.abandon(fut)
         except KeyboardInterrupt:
             report.stopped = "interrupted"
+            interrupted = True
             raise
         finally:
-            # Never wait for an abandoned (timed-out) example: its LM call may hang until the LM's own timeout.
-            pool.shutdown(wait=not (abandoned or report.stopped == "interrupted"), cancel_futures=True)
+            runner.close(interrupted=interrupted)
 
 
 def evaluate(genome: Genome, task: Task | str, *, lm: str | None = None, client: LMClient | None = None,

@@ -40,6 +40,7 @@ minus weighted cost) belongs to the search (`masforge.search.fitness`).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -111,6 +112,16 @@ class _StaticSplits(SplitSource):
         return {s: len(v) for s, v in self._all().items()}
 
 
+class _NoSplits(SplitSource):
+    """No examples (a task that only scores answers, e.g. on a remote worker)."""
+
+    def get(self, split: str, limit: int | None) -> list[Example]:
+        return []
+
+    def sizes(self) -> dict[str, int]:
+        return {s: 0 for s in SPLITS}
+
+
 # --------------------------------------------------------------------------------------------
 # Task
 # --------------------------------------------------------------------------------------------
@@ -175,6 +186,13 @@ class Task:
     def sizes(self) -> dict[str, int]:
         """Number of examples per split."""
         return self._source.sizes()
+
+    def without_examples(self) -> Task:
+        """This task's metric and fields without its data: what a worker that scores answers needs (small
+        to send, and free of the loaders' locks and files)."""
+        bare = copy.copy(self)
+        bare._source = _NoSplits()
+        return bare
 
     def score(self, example: Example, outputs: Mapping[str, Any] | Any) -> Score:
         """Score a system's outputs on one example. Never raises on garbage output: anything the

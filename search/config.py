@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -83,6 +83,13 @@ class RunConfig(BaseModel):
     name: str | None = None
     archive: str | None = None
     """Archive path (default: <run folder>/archive); several runs may share one."""
+    executor: Literal["local", "ray"] = "local"
+    """Where evaluations run: threads of this process, or the worker processes of a Ray cluster."""
+    ray_address: str | None = None
+    """Ray cluster to join (``auto``: the one started on this machine with ``ray start``; ``HOST:PORT``: a head
+    node; unset: a new local cluster)."""
+    ray_workers: int | None = Field(default=None, ge=1)
+    """Evaluation worker processes on the Ray cluster (unset: one per CPU of the cluster)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from masforge.archive.protocol import ArchiveLike
+from masforge.archive.claims import Claim
+from masforge.archive.protocol import ArchiveLike, ClaimingArchive
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, MasforgeError
 from masforge.evaluators.runner import EvalReport, Evaluator
@@ -84,6 +85,8 @@ class SearchContext:
         self.rejected = 0
         self.duplicates = 0
         self.reused = 0
+        self.waited = 0
+        """Evaluations this run waited for because another search sharing the archive was doing them."""
         self.generation = 0
         self.since_best = 0
         self.stop_reason: str | None = None
@@ -151,7 +154,32 @@ class SearchContext:
         reason = self.should_stop()
         if reason:
             raise BudgetExceeded(reason, f"search stopped: {reason}")
-        return self._evaluate(p, strategy)
+        claim = self.claim(p.genome, self.evaluator.split)
+        try:
+            restored = self._restore(p, strategy)  # another search sharing the archive finished it meanwhile
+            if restored is not None:
+                return restored
+            return self._evaluate(p, strategy)
+        finally:
+            claim.release()
+
+    def claim(self, genome: Genome, split: str) -> Claim:
+        """Claim (genome, task, split, LM) in the archive before paying, so searches sharing the archive never
+        evaluate the same thing twice; waits while another search holds it."""
+        if not isinstance(self.archive, ClaimingArchive):
+            return Claim(lambda: None)  # an archive nobody else writes to
+
+        def waiting(holder: dict[str, Any]) -> None:
+            self.waited += 1
+            self.emit("waiting", name=genome.name, holder=holder)
+
+        held = self.archive.claim(genome.id, self.task.name, split, self.lm_key, run=self.run_id,
+                                  stop=self.client.ledger.exceeded, on_wait=waiting)
+        if held is None:
+            reason = self.client.ledger.exceeded() or "stopped"
+            raise BudgetExceeded(reason, f"search stopped while waiting for another search to evaluate "
+                                         f"{genome.name}: {reason}")
+        return held
 
     def _restore(self, p: Proposal, strategy: str) -> Candidate | None:
         """A result already in the archive for this task, split and LM: reuse it, pay nothing."""

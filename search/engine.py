@@ -17,6 +17,7 @@ from typing import Any
 from masforge.archive.protocol import ArchiveLike, ResumableArchive
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
+from masforge.evaluators.executors import Executor, make_executor
 from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
@@ -91,6 +92,10 @@ class SearchResult:
         return Archive.open(self.archive_path)
 
 
+_RESUME_OVERRIDES = ("budget", "concurrency", "executor", "ray_address", "ray_workers")
+"""Run configuration fields a resumed run may change."""
+
+
 def _folder_name(text: str) -> str:
     """A safe, short folder name (task names and strategies may hold paths, spaces or anything)."""
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("._")[:80] or "run"
@@ -147,6 +152,14 @@ def build_pipeline(cfg: RunConfig) -> list[Strategy]:
     return [get_strategy(name, **cfg.strategy_options.get(name, {})) for name in cfg.strategy]
 
 
+def build_executor(cfg: RunConfig) -> Executor:
+    """Where the run's evaluations happen (``local`` threads, or a Ray cluster)."""
+    if cfg.executor == "ray":
+        return make_executor("ray", address=cfg.ray_address, workers=cfg.ray_workers,
+                             worker_concurrency=cfg.concurrency)
+    return make_executor(cfg.executor)
+
+
 def check_run(cfg: RunConfig) -> None:
     """Refuse, in one line, what would fail later: the strategy pipeline and its options, the LMs."""
     build_pipeline(cfg)
@@ -164,8 +177,10 @@ def _spent_in_run(archive: ResumableArchive, run_id: str, task: str, split: str,
 
 
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
-               task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None) -> SearchResult:
-    """Run (or resume) a search. ``task``/``archive`` objects may be passed instead of names (API use).
+               task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None,
+               executor: Executor | None = None) -> SearchResult:
+    """Run (or resume) a search. ``task``/``archive``/``executor`` objects may be passed instead of names (API
+    use; an executor passed in is left open for the caller).
 
     Everything that can be checked is checked before a run folder is made or an LM is called: the
     strategy pipeline and its options, the LMs (provider and key), the seeds and the task."""
@@ -180,7 +195,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                               "that `masforge search` printed")
         saved = RunConfig.load(run_dir / "config.yaml")
         cfg = saved if cfg is None else RunConfig.from_data({**saved.model_dump(), **{
-            k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k in ("budget", "concurrency")}})
+            k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k in _RESUME_OVERRIDES}})
     elif cfg is None:
         raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
     pipeline = build_pipeline(cfg)
@@ -210,9 +225,12 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                            max_seconds=b.max_seconds), spent_dollars=spent[0], spent_tokens=spent[1],
                     spent_calls=spent[2])
     client = LMClient(lms, ledger=ledger, seed=cfg.seed)
+    own_executor = executor is None
+    executor = executor or build_executor(cfg)
+    ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
     cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
     evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
-                          cascade=cascade)
+                          cascade=cascade, executor=executor)
 
     ui = SearchProgress(console=console, enabled=progress)
     # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
@@ -266,10 +284,14 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     test_scores: list[TestScore] = []
     if stop_reason != "interrupted" and cfg.test_top_k and ctx.population:
         test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
+    stats = {"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
+             "reused": ctx.reused, "generations": ctx.generation, "waited": ctx.waited}
+    if executor.name != "local":
+        stats["executor"] = executor.describe()
+    if own_executor:
+        executor.close()  # the ledger keeps the final totals
     result = SearchResult(run_dir=run_dir, archive_path=archive_path, config=cfg, candidates=list(ctx.population),
-                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason,
-                          stats={"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
-                                 "reused": ctx.reused, "generations": ctx.generation})
+                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason, stats=stats)
     _write_summary(result, seed_ids)
     return result
 
@@ -298,16 +320,20 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
         if extra not in finalists:
             finalists.append(extra)
     try:
-        tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency)
+        tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency,
+                           executor=ctx.evaluator.executor)
     except MasforgeError:
         return []
     out = []
     for cand in finalists:
         prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
         if prev is None or prev.n != len(tester.examples):
-            ctx.emit("test", name=cand.genome.name)
-            prev = ResultRecord.from_summary(tester.evaluate(cand.genome).summary(), run=ctx.run_id)
-            archive.add_result(cand.id, prev)
+            with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
+                prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
+                if prev is None or prev.n != len(tester.examples):
+                    ctx.emit("test", name=cand.genome.name)
+                    prev = ResultRecord.from_summary(tester.evaluate(cand.genome).summary(), run=ctx.run_id)
+                    archive.add_result(cand.id, prev)
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
                              cand.id in seed_ids, prev.n))

@@ -41,6 +41,10 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
         return f"{data.get('strategy')} stopped: {data.get('steps', 'several')} steps in a row found nothing new"
     if kind == "note":
         return f"{data.get('strategy', 'note')}: {shorten(data.get('message', ''), 110)}"
+    if kind == "waiting":
+        who = data.get("holder") or {}
+        return (f"waiting: run {who.get('run', '?')} (pid {who.get('pid', '?')}) is evaluating "
+                f"{shorten(data.get('name', ''), 40)}")
     return None
 
 

@@ -59,3 +59,21 @@ def test_tour_commands_run_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert result.exit_code == 0, f"{command}\n{result.output}"
     assert (tmp_path / "my_system.py").is_file()
     assert (tmp_path / "runs" / "latest" / "report.html").is_file()
+
+
+def test_scale_out_commands_use_real_options() -> None:
+    """The cluster and shared-study commands cannot run here (no cluster, no hosted LM), but every option they
+    give must be one `masforge search` has, and each configuration field they name must exist."""
+    from masforge.search.config import RunConfig
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    lines = " ".join(block for block in re.findall(r"```bash\n(.*?)```", section, re.S)).replace("\\\n", " ")
+    commands = [c.split("#", 1)[0] for c in lines.splitlines() if c.strip().startswith("masforge search")]
+    assert len(commands) == 2
+    help_text = CliRunner().invoke(app, ["search", "--help"], env={**os.environ, "COLUMNS": "200"}).output
+    for command in commands:
+        for flag in re.findall(r"(--[a-z][a-z-]+|-n)\b", command):
+            assert flag in help_text, flag
+    for field in re.findall(r"`(executor|ray_address|ray_workers): ", section):
+        assert field in RunConfig.model_fields

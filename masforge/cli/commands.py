@@ -281,6 +281,23 @@ def search(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Folder for run folders.",
                                                show_default="runs")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.", show_default="0")] = None,
+    archive: Annotated[str | None, typer.Option("--archive", help="Archive folder (several searches may share "
+                                                 "one; none pays for an evaluation another did).",
+                                                 show_default="<run folder>/archive")] = None,
+    executor: Annotated[str | None, typer.Option("--executor", help="Where evaluations run: 'local' (threads) "
+                                                  "or 'ray' (a Ray cluster; pip install 'masforge[ray]').",
+                                                  show_default="local")] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster: 'auto' (started here "
+                                                     "with `ray start`) or HOST:PORT of its head.",
+                                                     show_default="a new local cluster")] = None,
+    ray_workers: Annotated[int | None, typer.Option("--ray-workers", min=1, help="Evaluation worker processes on "
+                                                     "the Ray cluster.", show_default="one per free CPU")] = None,
+    tune_storage: Annotated[str | None, typer.Option("--tune-storage", help="optuna storage URL of the tune "
+                                                      "strategy's study: sqlite:///FILE or postgresql://...; "
+                                                      "searches given the same URL work one study.",
+                                                      show_default="<run folder>/optuna.sqlite3")] = None,
+    tune_study: Annotated[str | None, typer.Option("--tune-study", help="Name of the tune study.",
+                                                    show_default="tune-<task>")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
     """Search for better multi-agent systems; live progress; Ctrl-C stops cleanly (resume with --resume)."""
@@ -296,8 +313,14 @@ def search(
             data = RunConfig.load(config).model_dump(exclude_unset=True)
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
                  "seeds": seeds, "limit": limit, "test_limit": test_limit, "test_top_k": test_top_k,
-                 "concurrency": concurrency, "output": output, "seed": seed}
+                 "concurrency": concurrency, "output": output, "seed": seed, "archive": archive,
+                 "executor": executor, "ray_address": ray_address, "ray_workers": ray_workers}
         data.update({k: v for k, v in flags.items() if v is not None})
+        tune = {k: v for k, v in (("storage", tune_storage), ("study_name", tune_study)) if v is not None}
+        if tune:
+            options = dict(data.get("strategy_options") or {})  # type: ignore[call-overload]
+            options["tune"] = {**options.get("tune", {}), **tune}
+            data["strategy_options"] = options
         budget = dict(data.get("budget") or {})  # type: ignore[call-overload]
         for key, value in (("max_candidates", max_candidates), ("max_dollars", budget_usd),
                            ("max_calls", max_calls), ("max_seconds", max_minutes * 60 if max_minutes else None)):

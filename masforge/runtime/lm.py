@@ -124,10 +124,12 @@ class LMClient:
         with self._semaphore(cfg):
             self.ledger.check()
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format)
+        # Counted before cached: a process dying in between has then at worst paid and counted a call that a
+        # retry pays again, never cached an answer nobody counted (which a retry would get for free).
+        self._account(alias, c)
         if self.cache is not None and c.text:
             self.cache.put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
                                  "completion_tokens": c.completion_tokens, "cost": c.cost})
-        self._account(alias, c)
         return c
 
     def _account(self, alias: str, c: Completion) -> None:

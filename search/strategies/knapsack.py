@@ -362,10 +362,10 @@ class Knapsack(Strategy):
         if self.probe_mode == "evaluator":
             try:
                 evaluator = Evaluator(ctx.task, ctx.client, split=self.probe_split, limit=self.probes,
-                                      concurrency=min(4, self.probes))
+                                      concurrency=min(4, self.probes), executor=ctx.evaluator.executor)
             except MasforgeError:  # no such split for this task: probe on the search split instead
                 evaluator = Evaluator(ctx.task, ctx.client, split=ctx.evaluator.split, limit=self.probes,
-                                      concurrency=min(4, self.probes))
+                                      concurrency=min(4, self.probes), executor=ctx.evaluator.executor)
         # Tools first: they cost nothing to test and agents depending on a broken tool are skipped.
         for comp in self._catalog.values():
             if comp.kind == "tool":

@@ -13,21 +13,37 @@ Nothing is paid twice: a trial whose knobs equal an earlier completed trial's (a
 study) or whose genome the search already knows is told the stored value at once, and choices that do
 not change behaviour (majority vote over a single answer) are canonicalised to the same genome.
 
-The study lives in an optuna RDB storage: ``storage`` if given, else ``<run folder>/optuna.sqlite3`` when
-the search has a run folder, else memory. A file storage is SQLite opened with ``load_if_exists=True``, so a stopped run
-resumes the same study: its trials inform the sampler, trials left unfinished are failed and enqueued
-again, and the base genome is read back from the study so the space is the same. The sampler is seeded
-from ``ctx.seed`` (offset by the trials already in the study, so a resumed study does not replay the
-same random start-up points).
+The study lives in an optuna storage: ``storage`` if given (an optuna storage URL: ``sqlite:///FILE`` on one
+machine, ``postgresql://USER:PASSWORD@HOST/DB`` for several machines; a plain path means an SQLite file), else
+``<run folder>/optuna.sqlite3`` when the search has a run folder, else memory. A stored study is opened with
+``load_if_exists=True``, so a stopped run resumes it: its trials inform the sampler, and the base genome is read
+back from the study so the space is the same.
+
+Several processes may work one study at the same time (give them the same storage URL and study name): each
+marks its trials with its owner (host and process) and beats a heartbeat for the trials it evaluates; trials
+other processes completed inform every sampler and are told for free when asked again; a trial whose knobs
+another live process is already evaluating is skipped; and a trial whose process died (its process gone on this
+host, or its heartbeat stale for ``3 * heartbeat_s``) is failed and enqueued again, so a surviving or resumed
+process evaluates it. The sampler is re-seeded before every ask from ``ctx.seed`` and the number the trial will
+get, so a single process is reproducible and processes sharing a study do not replay each other's points.
 
 Options: ``genome_id``, ``trials`` (per run; None: until the search stops), ``multi_objective``,
-``storage``, ``study_name``, ``knobs``, ``modules``, ``temperatures``, ``max_copies``, ``max_rounds``,
-``startup_trials``, ``population_size``, ``surrogate`` / ``surrogate_margin``.
+``storage``, ``study_name``, ``heartbeat_s``, ``knobs``, ``modules``, ``temperatures``, ``max_copies``,
+``max_rounds``, ``startup_trials``, ``population_size``, ``surrogate`` / ``surrogate_margin``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +61,60 @@ KNOBS = ("temperature", "copies", "rounds", "module", "aggregation", "adapter")
 
 
 def storage_url(storage: str) -> str:
-    """An optuna RDB URL for a path (an SQLite file, parent directories created) or a URL as given."""
+    """An optuna RDB URL for a path (an SQLite file, parent directories created) or a URL as given (a bare
+    ``postgresql://`` gets the PostgreSQL driver that is installed)."""
     if "://" in storage:
+        scheme, rest = storage.split("://", 1)
+        if scheme in ("postgresql", "postgres"):
+            import importlib.util
+
+            if importlib.util.find_spec("psycopg") is not None:
+                return f"postgresql+psycopg://{rest}"
+            if importlib.util.find_spec("psycopg2") is None:
+                raise ConfigError("a postgresql:// tune storage needs a PostgreSQL driver: "
+                                  "pip install 'masforge[postgres]'")
+            return f"postgresql://{rest}"
         return storage
     path = Path(storage).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Heartbeats, fail_stale_trials and TPE's constant_liar are marked experimental by optuna, and optuna hints
+    that heartbeats are meant for optimize(): tune uses them deliberately, and a note per ask would drown the
+    run log."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(experimental|Heartbeat of storage)")
+        yield
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot), or None if it does not exist: with the pid it
+    names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _me() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def _owner_dead(owner: Any, started: datetime | None) -> bool:
+    """True if ``owner`` (a trial's ``masforge_owner``) is a process of this host that no longer runs. Owners on
+    other hosts are judged by their heartbeat instead."""
+    if not isinstance(owner, dict):
+        # Marked within milliseconds of being asked: an old unmarked trial was left by a process that died (or
+        # by a masforge that did not mark owners); a fresh one is being marked right now.
+        return started is None or (datetime.now() - started).total_seconds() > 60
+    if owner.get("host") != socket.gethostname():
+        return False
+    start = _process_start(int(owner.get("pid", -1)))
+    return start is None or (owner.get("start") is not None and start != owner.get("start"))
 
 
 def _requeue(study: Any, params: dict[str, Any]) -> None:
@@ -74,7 +138,7 @@ class Tune(Strategy):
     max_idle_steps = 3
 
     def __init__(self, genome_id: str | None = None, trials: int | None = None, multi_objective: bool = False,
-                 storage: str | None = None, study_name: str | None = None,
+                 storage: str | None = None, study_name: str | None = None, heartbeat_s: int = 10,
                  knobs: list[str] | tuple[str, ...] = KNOBS, modules: list[str] | tuple[str, ...] | None = None,
                  temperatures: list[float] | tuple[float, ...] = TEMPERATURES, max_copies: int = 5,
                  max_rounds: int = 3, startup_trials: int = 5, population_size: int = 8, max_asks: int = 25,
@@ -93,6 +157,14 @@ class Tune(Strategy):
         self.multi_objective = multi_objective
         self.storage = storage
         self.study_name = study_name
+        self.heartbeat_s = max(1, int(heartbeat_s))
+        self.owner = {**_me(), "token": uuid.uuid4().hex[:8]}
+        """Marks this process's trials in a shared study."""
+        self.skipped = 0
+        """Trials skipped because another process was evaluating the same knobs."""
+        self._seed = 0
+        self._beat_stop = threading.Event()
+        self._beat: threading.Thread | None = None
         self.knobs = tuple(knobs)
         self.modules = tuple(modules) if modules else tuple(m for m in MODULE_KINDS if m != "react")
         self.temperatures = tuple(float(t) for t in temperatures)
@@ -140,35 +212,102 @@ class Tune(Strategy):
             return
         self.base, self.study = base, study
         self._space()
+        self._seed = ctx.seed
         self._recover(study)
         if not study.trials:
             study.enqueue_trial(self._params_of(base), skip_if_exists=True)  # start from the base's own knobs
-        study.sampler = self._sampler(ctx.seed + len(study.trials))
+        with _quiet():
+            study.sampler = self._sampler(ctx.seed + len(study.trials))
+        if self._heartbeats():
+            self._beat = threading.Thread(target=self._beat_loop, name="masforge-tune-heartbeat", daemon=True)
+            self._beat.start()
 
     def _open(self, name: str) -> Any:
         import optuna
 
         directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
-        storage = storage_url(self.storage) if self.storage else None
-        return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
+        if not self.storage:
+            return optuna.create_study(study_name=name, directions=directions)
+        url = storage_url(self.storage)
+        for attempt in range(5):
+            try:
+                # Heartbeats let a process tell a trial another process is still evaluating from one it died in.
+                with _quiet():
+                    storage = optuna.storages.RDBStorage(url, heartbeat_interval=self.heartbeat_s,
+                                                         grace_period=3 * self.heartbeat_s)
+                return optuna.create_study(study_name=name, storage=storage, directions=directions,
+                                           load_if_exists=True)
+            except Exception as exc:
+                # Processes opening a new storage at the same moment race to create its tables; the loser's
+                # insert fails and the tables are there on the next try.
+                from sqlalchemy.exc import SQLAlchemyError
+
+                if attempt == 4 or not isinstance(exc, SQLAlchemyError):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _heartbeats(self) -> bool:
+        """True for a study in a database (which other processes may share), where trials beat."""
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        storage = getattr(self.study, "_storage", None)
+        return storage is not None and is_heartbeat_enabled(storage)
+
+    def _beat_loop(self) -> None:
+        while not self._beat_stop.wait(self.heartbeat_s):
+            for trial in list(self._open_trials):
+                try:
+                    self.study._storage.record_heartbeat(trial._trial_id)
+                except Exception:
+                    pass  # a missed beat only risks the trial being re-run after the grace period
 
     def _sampler(self, seed: int) -> Any:
         import optuna
 
         if self.multi_objective:
             return optuna.samplers.NSGAIISampler(population_size=self.population_size, seed=seed)
-        return optuna.samplers.TPESampler(n_startup_trials=self.startup_trials, seed=seed)
+        # constant_liar: trials other processes are evaluating count as bad, so a shared study spreads out.
+        return optuna.samplers.TPESampler(n_startup_trials=self.startup_trials, seed=seed, constant_liar=True)
 
     def _recover(self, study: Any) -> None:
-        """Remember completed trials; fail trials a stopped run left running and enqueue them again."""
+        """Remember completed trials (of every process working the study); fail trials whose process died and
+        enqueue their knobs again."""
+        import optuna
         from optuna.trial import TrialState
 
-        for t in study.get_trials(deepcopy=False):
+        running = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        with _quiet():
+            optuna.storages.fail_stale_trials(study)  # a heartbeat older than the grace period: its process died
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL,
+                                                          TrialState.RUNNING)):
             if t.state == TrialState.COMPLETE:
                 self._done[self._key(t.params)] = t.values if self.multi_objective else t.value
-            elif t.state == TrialState.RUNNING:
-                study.tell(t.number, state=TrialState.FAIL)
+            elif t.state == TrialState.FAIL and t.number in running:
                 _requeue(study, t.params)
+            elif t.state == TrialState.RUNNING and _owner_dead(t.user_attrs.get("masforge_owner"), t.datetime_start):
+                try:
+                    study.tell(t.number, state=TrialState.FAIL)
+                except (ValueError, RuntimeError):
+                    continue  # another process recovered it first
+                _requeue(study, t.params)
+
+    def _twin(self, trial: Any) -> tuple[str, Any] | None:
+        """Another process's trial with the same knobs: ``("done", values)`` if one completed (since this process
+        last looked), ``("running", number)`` if a lower-numbered one is being evaluated now (the lower number
+        goes on, so of two processes asking the same point at once exactly one pays for it)."""
+        from optuna.trial import TrialState
+
+        key = self._key(trial.params)
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE)):
+            if t.number == trial.number or self._key(t.params) != key:
+                continue
+            if t.state == TrialState.COMPLETE:
+                self._done[key] = t.values if self.multi_objective else t.value
+                return ("done", self._done[key])
+            if t.number < trial.number:
+                return ("running", t.number)
+        return None
 
     def _given_base(self, ctx: SearchContext) -> Genome | None:
         if not self.genome_id:
@@ -279,11 +418,17 @@ class Tune(Strategy):
 
         if self.study is None or self.base is None:
             return []
+        self._recover(self.study)  # learn what other processes finished; take over trials of dead ones
         for _ in range(self.max_asks):
             if self.trials is not None and self.asked >= self.trials:
                 return []
-            trial = self.study.ask()
+            with _quiet():
+                self.study.sampler = self._sampler(self._seed + len(self.study.trials))
+                trial = self.study.ask()
             self.asked += 1
+            trial.set_user_attr("masforge_owner", self.owner)
+            if self._heartbeats():
+                self.study._storage.record_heartbeat(trial._trial_id)
             genome = self.build(trial)
             if problems(genome):
                 self.study.tell(trial, state=TrialState.FAIL)
@@ -292,6 +437,16 @@ class Tune(Strategy):
             if key in self._done:  # same knobs as an earlier trial: its value, for free
                 self.study.tell(trial, self._done[key])
                 self.told_free += 1
+                continue
+            twin = self._twin(trial) if self._heartbeats() else None  # only a stored study can be shared
+            if twin is not None and twin[0] == "done":  # another process just paid for these knobs
+                self.study.tell(trial, twin[1])
+                self.told_free += 1
+                continue
+            if twin is not None:  # another process is paying for these knobs right now
+                trial.set_user_attr("duplicate_of", twin[1])
+                self.study.tell(trial, state=TrialState.FAIL)
+                self.skipped += 1
                 continue
             known = ctx.known(genome)
             if known is not None:
@@ -338,10 +493,11 @@ class Tune(Strategy):
                 self.study.tell(trial, state=TrialState.FAIL)
                 _requeue(self.study, trial.params)
             self._open_trials.clear()
+            self._beat_stop.set()
 
     def report(self) -> dict[str, Any]:
         """Trials asked, answered for free, the best trial(s) and surrogate counts."""
-        out: dict[str, Any] = {"asked": self.asked, "told_free": self.told_free,
+        out: dict[str, Any] = {"asked": self.asked, "told_free": self.told_free, "skipped": self.skipped,
                                "surrogate": self.filter.stats() if self.filter else None}
         if self.study is not None:
             out["trials"] = len(self.study.trials)

@@ -1,0 +1,99 @@
+"""Run a system on one example and score it: the unit of evaluation work every executor runs (in a thread
+of this process, or on a Ray worker of a cluster)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from masforge.errors import BudgetExceeded, GenomeError, LMError
+from masforge.evaluators.example import Example
+from masforge.evaluators.tasks import Task
+from masforge.genome.result import SystemRunError
+from masforge.redact import redact, redact_data
+from masforge.runtime.trace import Trace
+
+
+@dataclass
+class ExampleResult:
+    """One example: what the system answered, how it scored and what it cost."""
+
+    example_id: str
+    inputs: dict[str, Any]
+    target: str
+    outputs: dict[str, Any]
+    score: float
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+    tokens: int = 0
+    dollars: float = 0.0
+    llm_calls: int = 0
+    cache_hits: int = 0
+    latency_s: float = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace_summary: str = ""
+
+
+def classify(exc: BaseException) -> str:
+    """Failure kind of an exception raised while a system answered."""
+    if isinstance(exc, LMError):
+        return "lm"
+    if type(exc).__name__ == "AdapterParseError":
+        return "parse"
+    if isinstance(exc, SystemRunError):
+        text = str(exc)
+        for kind in ("timeout", "memory", "cpu", "blocked", "syntax", "output", "killed"):
+            if f"({kind})" in text:
+                return f"code_{kind}"
+        return "system"
+    if isinstance(exc, GenomeError):
+        return "genome"
+    return "exception"
+
+
+def system_inputs(mapping: dict[str, str], ex: Example) -> dict[str, Any]:
+    """The system's keyword arguments for ``ex`` (genome input field -> task input field)."""
+    return {g: ex.inputs.get(t, "") for g, t in mapping.items()}
+
+
+def failed_example(ex: Example, mapping: dict[str, str], error: str, kind: str, latency_s: float = 0.0
+                   ) -> ExampleResult:
+    """An example that produced no answer for a reason outside the system (e.g. it ran out of time)."""
+    return ExampleResult(ex.id, system_inputs(mapping, ex), str(ex.target)[:2000], {}, 0.0, error=redact(error),
+                         error_kind=kind, latency_s=latency_s)
+
+
+def run_example(system: Callable[..., Any], task: Task, mapping: dict[str, str], ex: Example) -> ExampleResult:
+    """Answer ``ex`` with ``system`` and score the answer. A system failing is a scored failure; only a budget
+    stop (:class:`BudgetExceeded`) escapes."""
+    inputs = system_inputs(mapping, ex)
+    start = time.perf_counter()
+    outputs: dict[str, Any] = {}
+    error: str | None = None
+    kind: str | None = None
+    trace = Trace()
+    try:
+        result = system(**inputs)
+        outputs, trace = result.outputs, result.trace
+    except BudgetExceeded:
+        raise
+    except Exception as exc:  # a system failing on one example is a scored failure, not a crash
+        error = redact(f"{type(exc).__name__}: {exc}").splitlines()[0][:500]
+        kind = classify(exc)
+        trace = getattr(exc, "trace", None) or trace
+    latency = time.perf_counter() - start
+    if error is None:
+        sc = task.score(ex, outputs)
+        score, details = sc.value, sc.details
+    else:
+        score, details = 0.0, {}
+    lm_calls = [c for call in trace.calls for c in call.lm_calls]
+    return ExampleResult(
+        example_id=ex.id, inputs=inputs, target=str(ex.target)[:2000], outputs=outputs, score=score,
+        details={k: v for k, v in details.items() if isinstance(v, str | int | float | bool | None)},
+        error=error, error_kind=kind, tokens=trace.tokens, dollars=trace.cost,
+        llm_calls=sum(1 for c in lm_calls if not c.cached), cache_hits=sum(1 for c in lm_calls if c.cached),
+        latency_s=latency, trace=redact_data(trace.to_dict()), trace_summary=redact(trace.summary()))
