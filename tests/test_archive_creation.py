@@ -69,7 +69,9 @@ def test_sigkill_at_any_moment_of_creation_leaves_an_openable_archive(tmp_path: 
             arch.add(load_seed("cot"))
             assert len(arch) == 1
         _fsck(path)
-    assert interrupted >= 3  # some kills did land during creation (it takes about 50 ms)
+    # Some kills land before creation ends (it takes ~50 ms, more on a loaded machine); how many depends on
+    # the machine's load, so only "at least one" is certain. Every kill above was checked either way.
+    assert interrupted >= 1
     leftovers = [p.name for p in tmp_path.iterdir() if ".creating-" in p.name]
     for i in range(len(delays)):
         sweep_stale_builds(tmp_path / f"archive{i}")
