@@ -64,13 +64,15 @@ class LMConfig:
         return f"{self.model}@{digest}"
 
 
+LOCAL_TIMEOUT_S = 900.0
+"""Per-request timeout of the embedded model (a dead server is noticed by its process, not by this)."""
+
+
 def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     """Turn a CLI/API value into an :class:`LMConfig` (None: ``$MASFORGE_LM`` or the embedded local model)."""
     if spec is None:
         default = os.environ.get("MASFORGE_LM", "").strip()
-        if default:
-            return parse_lm(default)
-        return LMConfig(model="local", max_concurrency=1, max_tokens=1024, temperature=0.0)
+        return parse_lm(default or "local")
     if isinstance(spec, LMConfig):
         return spec
     if isinstance(spec, dict):
@@ -91,7 +93,9 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     # which an exported system follows too.
     temperature, max_tokens = default_sampling(text)
     if text == "local" or text.startswith("local:"):
-        return LMConfig(model=text, max_concurrency=1, max_tokens=max_tokens, temperature=temperature)
+        # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
+        return LMConfig(model=text, max_concurrency=1, max_tokens=max_tokens, temperature=temperature,
+                        timeout_s=LOCAL_TIMEOUT_S)
     if text == "fake" or text.startswith("fake:"):
         return LMConfig(model=text, max_concurrency=64, max_tokens=max_tokens, temperature=temperature)
     if "/" not in text:
