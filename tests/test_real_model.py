@@ -67,9 +67,11 @@ def test_cot_on_three_humaneval_problems(qwen):
     assert 0.0 <= lo <= report.score <= hi <= 1.0
 
 
-def test_io_keeps_the_models_competence_on_humaneval(qwen):
-    """The io seed through masforge (plain adapter, the embedded model's default) solves at least 2 of the
-    first 5 HumanEval validation problems: through dspy's ChatAdapter the 0.5B model solved none."""
+def test_io_keeps_the_models_competence_on_humaneval(qwen, full_data_dir):
+    """The io seed through masforge (plain adapter, the embedded model's default) solves at least as many of
+    the first 8 HumanEval validation problems as a plain chat completion of the same prompt on the same server,
+    and at least 2 (through dspy's ChatAdapter the 0.5B model solved none). Eight, not five: at greedy decoding
+    plain chat itself solves 1 of the first 5 and 3 of the first 8."""
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
     from masforge.runtime.lm import LMClient, parse_lm
@@ -78,10 +80,16 @@ def test_io_keeps_the_models_competence_on_humaneval(qwen):
     cfg = parse_lm("local")
     assert cfg.resolved_adapter == "plain" and cfg.temperature == 0.0
     client = LMClient({"worker": cfg}, cache=False)
-    report = Evaluator(get_task("humaneval"), client, limit=5, concurrency=1,
-                       example_timeout_s=600).evaluate(load_seed("io"))
-    assert report.n == 5 and not [e for e in report.examples if e.error_kind in INFRASTRUCTURE]
-    assert sum(report.scores) >= 2, [(e.example_id, e.error_kind, e.details.get("error")) for e in report.examples]
+    task = get_task("humaneval")
+    examples = task.split("validation", limit=8)
+    plain = []
+    for ex in examples:
+        reply = client.complete([{"role": "user", "content": "\n\n".join(str(v) for v in ex.inputs.values())}])
+        plain.append(task.score(ex, {"answer": reply.text}).value)
+    report = Evaluator(task, client, limit=8, concurrency=1, example_timeout_s=600).evaluate(load_seed("io"))
+    assert report.n == len(examples) and not [e for e in report.examples if e.error_kind in INFRASTRUCTURE]
+    detail = [(e.example_id, e.score, e.details.get("error")) for e in report.examples]
+    assert sum(report.scores) >= max(2.0, sum(plain)), (plain, detail)
 
 
 def _panel_text(output: str, title: str) -> str:
