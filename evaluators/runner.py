@@ -7,6 +7,11 @@ to stop. Concurrency is bounded per evaluation (and per model by the LM client);
 LM answers come from the answer cache when the same call was made before; a budget stop ends the run
 cleanly, keeping every finished example. Cascade evaluation scores a small first batch and continues
 only if the candidate can still beat a threshold.
+
+An example that met an infrastructure failure (the provider failed after its retries, timed out or is out of
+reach; the sandbox itself broke) is *unscored*, not wrong: it is kept with its error but left out of the score.
+When more than ``max_unscored`` of the examples are unscored, the report is *incomplete*: its score says
+nothing about the system, and the evaluation stops early.
 """
 
 from __future__ import annotations
@@ -57,18 +62,53 @@ class EvalReport:
     pruned: bool = False
     """True if the cascade stopped after the first batch (the score covers that batch only)."""
     wall_s: float = 0.0
+    max_unscored: float = 0.2
+    """Largest share of unscored examples the score may leave out; above it the report is incomplete."""
+
+    @property
+    def scored(self) -> list[ExampleResult]:
+        """The examples the score covers (not unscored)."""
+        return [e for e in self.examples if not e.unscored]
 
     @property
     def n(self) -> int:
+        """Examples the score covers."""
+        return len(self.scored)
+
+    @property
+    def attempted(self) -> int:
+        """Examples run, scored or not."""
         return len(self.examples)
 
     @property
+    def unscored(self) -> int:
+        return self.attempted - self.n
+
+    @property
+    def incomplete(self) -> bool:
+        """Too many examples unscored (share above ``max_unscored``, or none scored): not a score at all."""
+        if not self.unscored:
+            return False
+        return self.n == 0 or self.unscored > self.max_unscored * self.planned
+
+    @property
+    def too_many_unscored(self) -> bool:
+        """More examples unscored than the share allows: the rest cannot make this a score any more."""
+        return self.unscored > self.max_unscored * self.planned
+
+    @property
     def complete(self) -> bool:
-        return self.n == self.planned and not self.stopped
+        """Every planned example ran, no budget stop, and the unscored share is within the limit."""
+        return self.attempted == self.planned and not self.stopped and not self.incomplete
+
+    @property
+    def outage(self) -> str:
+        """The first infrastructure error met (empty if none)."""
+        return next((e.error or "" for e in self.examples if e.unscored), "")
 
     @property
     def scores(self) -> list[float]:
-        return [e.score for e in self.examples]
+        return [e.score for e in self.scored]
 
     @property
     def score(self) -> float:
@@ -100,14 +140,17 @@ class EvalReport:
 
     @property
     def failures(self) -> dict[str, int]:
-        """Count of examples per failure kind (``wrong`` = answered but scored below 1)."""
-        kinds = Counter(e.error_kind or ("wrong" if e.score < 1.0 else "ok") for e in self.examples)
+        """Count of examples per failure kind (``wrong`` = answered but scored below 1; ``unscored`` = left out
+        of the score because the provider or the sandbox failed)."""
+        kinds = Counter("unscored" if e.unscored else e.error_kind or ("wrong" if e.score < 1.0 else "ok")
+                        for e in self.examples)
         kinds.pop("ok", None)
         return dict(kinds)
 
     def failure_examples(self, k: int = 3) -> list[ExampleResult]:
-        """The ``k`` most instructive failures: errors first, then the lowest scores."""
-        bad = [e for e in self.examples if e.error or e.score < 1.0]
+        """The ``k`` most instructive failures of the system (unscored ones are not its failures): errors
+        first, then the lowest scores."""
+        bad = [e for e in self.scored if e.error or e.score < 1.0]
         return sorted(bad, key=lambda e: (e.error is None, e.score))[:k]
 
     def summary(self) -> dict[str, Any]:
@@ -117,7 +160,8 @@ class EvalReport:
                 "ci_low": lo, "ci_high": hi, "n": self.n, "planned": self.planned, "dollars": self.dollars,
                 "tokens": self.tokens, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
                 "latency_s": self.latency_s, "failures": self.failures, "stopped": self.stopped,
-                "pruned": self.pruned, "wall_s": self.wall_s}
+                "pruned": self.pruned, "wall_s": self.wall_s, "unscored": self.unscored,
+                "incomplete": self.incomplete}
 
     def to_dict(self) -> dict[str, Any]:
         return {"genome_id": self.genome_id, "genome_name": self.genome_name, **self.summary(),
@@ -140,9 +184,12 @@ class Evaluator:
 
     def __init__(self, task: Task, client: LMClient, *, split: str = "validation", limit: int | None = None,
                  concurrency: int = 4, example_timeout_s: float = 300.0, cascade: Cascade | None = None,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, max_unscored: float = 0.2) -> None:
         if concurrency < 1:
             raise MasforgeError(f"concurrency must be at least 1, got {concurrency}")
+        if not 0 <= max_unscored < 1:
+            raise MasforgeError(f"max_unscored must be a share in [0, 1), got {max_unscored}")
+        self.max_unscored = max_unscored
         self.task = task
         self.client = client
         self.split = split
@@ -168,7 +215,8 @@ class Evaluator:
         module loaded with :func:`masforge.export.load_exported`)."""
         mapping = input_mapping(genome, self.task)
         system = compile_genome(genome, self.client) if isinstance(genome, Genome) else genome(self.client)
-        report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples))
+        report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples),
+                            max_unscored=self.max_unscored)
         job = EvalJob(genome, self.task, mapping, system, self.client)
         started = time.perf_counter()
         batches = [self.examples]
@@ -177,7 +225,7 @@ class Evaluator:
         try:
             for b, batch in enumerate(batches):
                 self._run_batch(job, batch, report, progress)
-                if report.stopped:
+                if report.stopped or report.too_many_unscored:
                     break
                 if b == 0 and len(batches) > 1 and self.cascade is not None and threshold is not None:
                     if report.ci[1] < threshold - self.cascade.margin:
@@ -211,18 +259,23 @@ class Evaluator:
                         report.stopped = exc.limit
                         queue.clear()
                     if progress:
-                        progress(report.n, report.planned, report)
+                        progress(report.attempted, report.planned, report)
                 now = time.monotonic()
                 for fut, (ex, t0) in list(pending.items()):
                     if now - t0 > self.example_timeout_s:
-                        # The example is recorded as a timeout and abandoned (a thread cannot be killed).
+                        # The example is recorded as a timeout and abandoned (a thread cannot be killed). Stuck
+                        # waiting on a provider, the timeout is the provider's: the example is unscored.
                         pending.pop(fut)
+                        on_provider = runner.waiting_on_provider(fut)
+                        error = f"example took longer than {self.example_timeout_s:g}s"
                         report.examples.append(failed_example(
-                            ex, job.mapping, f"example took longer than {self.example_timeout_s:g}s", "timeout",
-                            now - t0))
+                            ex, job.mapping, error + (" waiting on the LM provider" if on_provider else ""),
+                            "timeout", now - t0, unscored=on_provider))
                         if progress:
-                            progress(report.n, report.planned, report)
+                            progress(report.attempted, report.planned, report)
                         runner.abandon(fut)
+                if report.too_many_unscored and queue:
+                    queue.clear()  # too much is unscored already: the rest cannot make this a score
         except KeyboardInterrupt:
             report.stopped = "interrupted"
             interrupted = True

@@ -33,7 +33,7 @@ _LAZY = {
     "Evaluator": ("masforge.evaluators.runner", "Evaluator"),
     "LMClient": ("masforge.runtime.lm", "LMClient"),
     "LMConfig": ("masforge.runtime.lm", "LMConfig"),
-    "Budget": ("masforge.runtime.lm", "Budget"),
+    "Budget": ("masforge.runtime.budget", "Budget"),
     "register_tool": ("masforge.runtime.tools", "register_tool"),
     "Archive": ("masforge.archive.store", "Archive"),
     "RunConfig": ("masforge.search.config", "RunConfig"),

@@ -46,11 +46,20 @@ class TaskError(MasforgeError):
 
 
 class LMError(MasforgeError):
-    """A language-model call failed for good (after the allowed retries)."""
+    """A language-model call failed for good (after the allowed retries).
+
+    ``infrastructure`` is True when the provider is at fault (rate limits, server errors, timeouts, lost
+    connections, malformed answers, missing access): an example that met such a failure is unscored, not
+    wrong. False when the request itself was refused (e.g. a prompt longer than the context window)."""
+
+    def __init__(self, message: str, *, infrastructure: bool = False) -> None:
+        super().__init__(message)
+        self.infrastructure = infrastructure
 
 
 class BudgetExceeded(MasforgeError):
-    """A budget limit (dollars, tokens, calls, wall time) was reached; `limit` names which."""
+    """A budget limit (dollars, tokens, calls, wall time) was reached, or a search must stop for another reason
+    (``outage``); `limit` names which."""
 
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)

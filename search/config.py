@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from masforge.errors import ConfigError
 from masforge.input_limits import check_bytes, check_tree, load_yaml
 from masforge.redact import redact_data
+from masforge.runtime.budget import Budget
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"
@@ -35,18 +36,6 @@ def default_test_top_k(max_candidates: int | None) -> int:
     return MAX_TEST_TOP_K if max_candidates is None else max(1, min(MAX_TEST_TOP_K, max_candidates // 5))
 
 
-class BudgetConfig(BaseModel):
-    """Limits of a search (None: unlimited). The held-out test re-scoring is outside this budget."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_dollars: float | None = Field(default=None, ge=0)
-    max_calls: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_candidates: int | None = Field(default=DEFAULT_MAX_CANDIDATES, ge=1)
-    max_seconds: float | None = Field(default=None, gt=0)
-    patience: int | None = Field(default=None, ge=1)
-
 
 class RunConfig(BaseModel):
     """Everything a search run needs. Save/load as YAML (``config.yaml`` in the run folder)."""
@@ -65,7 +54,8 @@ class RunConfig(BaseModel):
     """Worker LM (None: the embedded local model)."""
     meta_lm: str | dict[str, Any] | None = None
     api_base: str | None = None
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    budget: Budget = Field(default_factory=lambda: Budget(max_candidates=DEFAULT_MAX_CANDIDATES))
+    """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)
     split: str = "validation"
     limit: int | None = Field(default=DEFAULT_LIMIT, ge=1)
@@ -77,6 +67,9 @@ class RunConfig(BaseModel):
     """Finalists re-scored on the held-out split; ``auto`` (the default): :func:`default_test_top_k`."""
     cascade_first: int | None = Field(default=None, ge=1)
     """Score this many examples first and stop early if the candidate cannot reach the best."""
+    max_unscored: float = Field(default=0.2, ge=0, lt=1)
+    """Share of a candidate's examples that may be unscored (the provider or sandbox failed); above it the
+    candidate is incomplete: stored without a score and evaluated again later."""
     cost_weight: float = Field(default=0.0, ge=0)
     seed: int = 0
     output: str = "runs"
@@ -114,6 +107,14 @@ class RunConfig(BaseModel):
         if isinstance(value, str):
             return [s.strip() for s in value.replace("+", ",").split(",") if s.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _default_candidates(self) -> RunConfig:
+        # A search's default candidate limit, also when the budget section names other limits only. Set as a
+        # default (not marked as given), so a resume's budget flags override only what they name.
+        if "max_candidates" not in self.budget.model_fields_set:
+            self.budget.__dict__["max_candidates"] = DEFAULT_MAX_CANDIDATES
+        return self
 
     @field_validator("seeds", mode="before")
     @classmethod

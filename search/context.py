@@ -1,9 +1,23 @@
 """Everything a strategy needs during a search, behind one object: submit a genome and get back a scored
 :class:`Candidate`, with validation, de-duplication, result reuse from the archive, evaluation, storage
-and budget checks done in one place. Strategies never run an LLM system themselves."""
+and budget checks done in one place. Strategies never run an LLM system themselves.
+
+Two duties of the context keep a search honest and resumable:
+
+* An evaluation whose examples are too often unscored (the provider or the sandbox failed, see
+  :mod:`masforge.evaluators.runner`) is *incomplete*: the genome is stored without a result, so nothing ever
+  reuses it as a score, and it is evaluated again later. Several incomplete candidates in a row are an outage:
+  the search stops and says so.
+* A resumed run *replays* the stopped one: the same seed and strategies propose the same genomes, whose results
+  come back from the archive and whose meta-agent answers come back from the LM cache, so the strategies' state
+  (RNG, populations, studies) is rebuilt exactly and the run goes on as if never stopped. Every admitted
+  candidate is logged with its position and a fingerprint of the RNG (:meth:`SearchContext.expect` takes that
+  log back), so a replay that takes another path (a non-deterministic LM, changed options) is detected and said.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections.abc import Callable
@@ -19,20 +33,21 @@ from masforge.evaluators.runner import EvalReport, Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
+from masforge.runtime.budget import Budget, Stop, Usage
 from masforge.runtime.lm import LMClient
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front, is_near_duplicate
 
 EventFn = Callable[[str, dict[str, Any]], None]
+OUTAGE_AFTER = 3
+"""Incomplete candidates in a row that mean the provider (or the sandbox) is down: the search stops."""
+RETRIES_INCOMPLETE = 2
+"""Times an incomplete candidate is evaluated again within a run (after that it waits for a resume)."""
 
 
-@dataclass
-class SearchLimits:
-    """When a search stops (None: no limit). Dollar/token/call/time limits live in the LM ledger."""
-
-    max_candidates: int | None = 20
-    patience: int | None = None
-    """Stop after this many evaluated candidates without a new best."""
+def rng_fingerprint(rng: random.Random) -> str:
+    """A short digest of an RNG's state (equal states, equal digests)."""
+    return hashlib.sha256(repr(rng.getstate()).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -62,8 +77,9 @@ class SearchContext:
     """Shared state of one search run (possibly several strategies in a pipeline)."""
 
     def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: ArchiveLike, *, run_id: str,
-                 limits: SearchLimits | None = None, seed: int = 0, on_event: EventFn | None = None,
-                 strategy: str = "seed", fitness: Fitness | None = None, run_dir: Path | None = None) -> None:
+                 budget: Budget | None = None, seed: int = 0, on_event: EventFn | None = None,
+                 strategy: str = "seed", fitness: Fitness | None = None, run_dir: Path | None = None,
+                 outage_after: int = OUTAGE_AFTER) -> None:
         self.task = task
         self.evaluator = evaluator
         self.client = client
@@ -71,7 +87,8 @@ class SearchContext:
         self.run_id = run_id
         self.run_dir = run_dir
         """The run folder, where strategies keep their own state (e.g. tune's optuna study); None: in memory."""
-        self.limits = limits or SearchLimits()
+        self.budget = budget if budget is not None else Budget(max_candidates=20)
+        """The run's limits: candidates and patience are checked here, spending by the LM ledger."""
         self.fitness = fitness or Fitness()
         """What selection maximises, the same for every kind of task."""
         self.rng = random.Random(seed)
@@ -89,10 +106,29 @@ class SearchContext:
         """Evaluations this run waited for because another search sharing the archive was doing them."""
         self.generation = 0
         self.since_best = 0
-        self.stop_reason: str | None = None
+        self.stopped: Stop | None = None
+        """Why the search stops (set once; see :meth:`should_stop`)."""
         self.started = time.monotonic()
         self.candidate_cap: int | None = None
         """A strategy's own share of the candidates in a pipeline (set by the engine)."""
+        self.outage_after = outage_after
+        self.incomplete: list[tuple[Proposal, str]] = []
+        """Proposals (with their strategy) whose evaluation was incomplete (too many unscored examples), owed
+        another evaluation: after the next complete one (the provider works again) or at the end."""
+        self._tries: dict[str, int] = {}
+        self._retrying = False
+        self.unscored_examples = 0
+        self.incomplete_seen = 0
+        """Evaluations that came out incomplete (a candidate evaluated again counts again)."""
+        self.given_up: list[str] = []
+        self.outage_errors: list[str] = []
+        self._incomplete_streak = 0
+        self.expected: list[dict[str, Any]] = []
+        """The candidate log of the stopped run being replayed (see :meth:`expect`)."""
+        self.restored = 0
+        """Candidates of this run's earlier sessions taken back from the archive (a subset of ``reused``)."""
+        self.diverged: int | None = None
+        """Position at which a replay took another path than the stopped run, if it did."""
 
     # ----------------------------------------------------------------------------- state
 
@@ -107,19 +143,44 @@ class SearchContext:
     def front(self) -> list[Candidate]:
         return front(self.population)
 
-    def should_stop(self) -> str | None:
-        """Why the search must stop now, or None."""
-        if self.stop_reason:
-            return self.stop_reason
-        lim = self.limits
-        if lim.max_candidates is not None and self.evaluated >= lim.max_candidates:
-            return "max_candidates"
-        if self.candidate_cap is not None and self.evaluated >= self.candidate_cap:
-            return "stage_done"
-        if lim.patience is not None and self.since_best >= lim.patience:
-            return "patience"
-        limit = self.client.ledger.exceeded()
-        return limit
+    @property
+    def stop_reason(self) -> str | None:
+        """The name of the limit that stopped the search (``max_candidates``, ``llm_calls``, ``outage``, ...)."""
+        return self.stopped.limit if self.stopped is not None else None
+
+    @property
+    def replaying(self) -> bool:
+        """Still re-walking the candidates the stopped run had already admitted."""
+        return len(self.population) < len(self.expected) and self.diverged is None
+
+    def usage(self) -> Usage:
+        return Usage(candidates=self.evaluated, since_best=self.since_best)
+
+    def halt(self, stop: Stop) -> None:
+        """Stop the search for ``stop`` (the first reason given is kept)."""
+        if self.stopped is None:
+            self.stopped = stop
+
+    def should_stop(self) -> bool:
+        """Whether the search (or, with a pipeline, the current strategy's share) must stop now. The reason a
+        whole search stops is kept in :attr:`stopped` / :attr:`stop_reason`."""
+        if self.stopped is not None:
+            return True
+        stop = self.budget.stop(self.usage(), progress_only=True)
+        # A replay re-walks points the stopped run had passed: its spend then was below the limits even if the
+        # ledger, which continues from the stopped run's total, is not.
+        if stop is None and not self.replaying:
+            ledger = self.client.ledger
+            stop = ledger.budget.stop(ledger.usage(), spend_only=True)
+        if stop is not None:
+            self.halt(stop)
+            return True
+        return self.candidate_cap is not None and self.evaluated >= self.candidate_cap
+
+    def expect(self, log: list[dict[str, Any]]) -> None:
+        """Replay the stopped run whose candidate log (``seq``, ``id``, ``rng`` per admitted candidate) is
+        ``log``: those candidates are checked as they come back and not reported as new."""
+        self.expected = sorted((row for row in log if isinstance(row.get("seq"), int)), key=lambda r: r["seq"])
 
     def emit(self, kind: str, **data: Any) -> None:
         if self.on_event:
@@ -134,7 +195,7 @@ class SearchContext:
         """Validate, de-duplicate, evaluate (or reuse) and store one proposal.
 
         Returns the scored candidate, the existing one for a duplicate, or None for an invalid genome.
-        Raises :class:`BudgetExceeded` when the budget ends the search (nothing finished is lost).
+        Raises :class:`BudgetExceeded` when the search must stop (a limit, an outage; nothing finished is lost).
         """
         p = proposal if isinstance(proposal, Proposal) else Proposal(proposal)
         strategy = strategy or self.strategy
@@ -151,17 +212,26 @@ class SearchContext:
         restored = self._restore(p, strategy)
         if restored is not None:
             return restored
-        reason = self.should_stop()
-        if reason:
-            raise BudgetExceeded(reason, f"search stopped: {reason}")
+        self._check_stop()
         claim = self.claim(p.genome, self.evaluator.split)
         try:
             restored = self._restore(p, strategy)  # another search sharing the archive finished it meanwhile
             if restored is not None:
                 return restored
-            return self._evaluate(p, strategy)
+            cand = self._evaluate(p, strategy)
         finally:
             claim.release()
+        self.retry_incomplete()  # a complete evaluation: the provider works, the candidates it failed may go again
+        return cand
+
+    def _check_stop(self) -> None:
+        """Raise :class:`BudgetExceeded` if the search (or the current strategy's share) must stop: it unwinds
+        the strategy, whatever the reason (a limit, an outage)."""
+        if self.should_stop():
+            stop = self.stopped
+            if stop is None:  # the current strategy's share is used up
+                raise BudgetExceeded("stage_done", "search stopped: stage_done")
+            raise BudgetExceeded(stop.limit, stop.message)
 
     def claim(self, genome: Genome, split: str) -> Claim:
         """Claim (genome, task, split, LM) in the archive before paying, so searches sharing the archive never
@@ -187,6 +257,8 @@ class SearchContext:
         if rec is None:
             return None
         self.reused += 1
+        if rec.extra.get("run") == self.run_id:
+            self.restored += 1
         cand = self._candidate_from(p, strategy, rec.score, rec.dollars / max(rec.n, 1),
                                     rec.tokens / max(rec.n, 1), rec.latency_s, (rec.ci_low or 0.0, rec.ci_high or 0.0),
                                     rec.failures, bool(rec.extra.get("pruned")), rec.extra.get("failure_notes", []))
@@ -210,18 +282,72 @@ class SearchContext:
             raise _Rejected(str(exc)) from exc
         if report.stopped:
             # Partial evaluations are not stored as results: a resumed run evaluates it again.
-            self.stop_reason = report.stopped
+            ledger = self.client.ledger
+            stop = ledger.budget.stop(ledger.usage(), spend_only=True)
+            self.halt(stop or Stop(report.stopped, report.stopped, f"budget reached: {report.stopped}"))
             raise BudgetExceeded(report.stopped, f"budget reached while evaluating {p.genome.name}")
+        if report.incomplete:
+            self._incomplete(p, strategy, report)
+            raise _Rejected(f"incomplete: {report.unscored} of {report.attempted} examples unscored")
+        self._incomplete_streak = 0
+        self.unscored_examples += report.unscored
+        if report.unscored:
+            self.outage_errors.append(report.outage)
         n = max(report.n, 1)
         notes = _failure_notes(report)
         cand = self._candidate_from(p, strategy, report.score, report.dollars / n, report.tokens / n,
                                     report.latency_s, report.ci, report.failures, report.pruned, notes)
         self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
                          rationale=p.rationale, generation=self.generation, run=self.run_id)
+        extra = {"unscored": report.unscored} if report.unscored else {}
         self.archive.add_result(p.genome.id, ResultRecord.from_summary(
-            report.summary(), pruned=report.pruned, failure_notes=notes, run=self.run_id))
+            report.summary(), pruned=report.pruned, failure_notes=notes, run=self.run_id, **extra))
         self._admit(cand, reused=False)
         return cand
+
+    def _incomplete(self, p: Proposal, strategy: str, report: EvalReport) -> None:
+        """Keep the genome (and its lineage) without a result, to evaluate again; stop on an outage."""
+        self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
+                         rationale=p.rationale, generation=self.generation, run=self.run_id)
+        tries = self._tries[p.genome.id] = self._tries.get(p.genome.id, 0) + 1
+        if tries <= RETRIES_INCOMPLETE and all(q.genome.id != p.genome.id for q, _ in self.incomplete):
+            self.incomplete.append((p, strategy))
+        self.given_up = sorted({*self.given_up, p.genome.id}) if tries > RETRIES_INCOMPLETE else self.given_up
+        self.unscored_examples += report.unscored
+        self.outage_errors.append(report.outage)
+        self.incomplete_seen += 1
+        self._incomplete_streak += 1
+        self.emit("incomplete", name=p.genome.name, id=p.genome.id, unscored=report.unscored,
+                  attempted=report.attempted, planned=report.planned, error=report.outage)
+        if self._incomplete_streak >= self.outage_after:
+            self.halt(Stop("outage", "--lm", (
+                f"provider outage: {self._incomplete_streak} candidates in a row had more than "
+                f"{report.max_unscored:.0%} of their examples unscored ({report.outage[:200]}); none was stored as "
+                "a score; continue with --resume when the provider is back")))
+
+    def retry_incomplete(self) -> int:
+        """Evaluate once more the candidates whose evaluation was incomplete (each at most
+        :data:`RETRIES_INCOMPLETE` times in a run); returns how many now have a score."""
+        if self._retrying or not self.incomplete:
+            return 0
+        self._retrying = True
+        done = 0
+        try:
+            for item in list(self.incomplete):
+                if self.should_stop():
+                    break
+                self.incomplete.remove(item)
+                p, strategy = item
+                if self.try_submit(p, strategy=strategy) is not None:
+                    done += 1
+        finally:
+            self._retrying = False
+        return done
+
+    @property
+    def unscored_candidates(self) -> list[str]:
+        """Genomes left without a score in this run because their evaluations were incomplete."""
+        return sorted({*(p.genome.id for p, _ in self.incomplete), *self.given_up})
 
     def _candidate_from(self, p: Proposal, strategy: str, score: float, dollars: float, tokens: float,
                         latency: float, ci: tuple[float, float], failures: dict[str, int], pruned: bool,
@@ -233,13 +359,23 @@ class SearchContext:
                          failure_notes=notes)
 
     def _admit(self, cand: Candidate, *, reused: bool) -> None:
+        seq = len(self.population)
+        rng = rng_fingerprint(self.rng)
+        replayed = self.replaying
+        if replayed:
+            want = self.expected[seq]
+            if want.get("id") != cand.id or want.get("rng", rng) != rng:
+                self.diverged = seq
+                replayed = False
+                self.emit("diverged", seq=seq, expected=str(want.get("id", ""))[:12], got=cand.short_id)
         prev = self.best(1)
         self.population.append(cand)
         self.by_id[cand.id] = cand
         self.evaluated += 1
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
-        self.emit("candidate", candidate=cand, reused=reused, improved=improved)
+        self.emit("candidate", candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng,
+                  replayed=replayed)
 
     def is_near_duplicate(self, genome: Genome) -> bool:
         """Already tried in substance (same structure and wording), so not worth paying for."""

@@ -1,6 +1,12 @@
 """Run a whole search: set up the run folder, archive, LMs, task and evaluator; evaluate the seeds; run
 the strategy pipeline within the budget; re-score the finalists on the held-out test split; write a
-summary. A stopped run (budget, Ctrl-C, crash) resumes from its archive without paying twice."""
+summary. A stopped run (budget, Ctrl-C, crash, kill) resumes from its archive without paying twice.
+
+The run folder keeps what a resume needs beside the archive: ``config.yaml``, ``events.jsonl`` (every admitted
+candidate with its position and RNG fingerprint: the log a resume replays and checks against, see
+:mod:`masforge.search.context`) and ``ledger.jsonl`` (every request sent to a provider: a resumed run continues
+the same totals, so its budget is the whole run's).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from masforge.archive.protocol import ArchiveLike, ResumableArchive
+from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
 from masforge.evaluators.executors import Executor, make_executor
@@ -23,10 +29,12 @@ from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
 from masforge.redact import install_log_redaction, redact_data
+from masforge.runtime.budget import Budget, free_lm_warning
+from masforge.runtime.endpoint import catalog_price
 from masforge.runtime.isolation import sandbox_status
-from masforge.runtime.lm import Budget, Ledger, LMClient, LMConfig, check_credentials, parse_lm
+from masforge.runtime.lm import Ledger, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
-from masforge.search.context import Proposal, SearchContext, SearchLimits
+from masforge.search.context import Proposal, SearchContext
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
@@ -46,6 +54,10 @@ class TestScore:
     is_seed: bool
     n: int = 0
     """Held-out examples scored."""
+    unscored: int = 0
+    """Held-out examples left out because the provider or the sandbox failed."""
+    stopped: str | None = None
+    """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
 
 
 @dataclass
@@ -60,6 +72,12 @@ class SearchResult:
     spend: dict[str, Any]
     stop_reason: str | None
     stats: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """One-line warnings of the run (e.g. a dollar budget that cannot bind)."""
+    outage: dict[str, Any] | None = None
+    """Infrastructure failures of the run: unscored examples, incomplete candidates, the first error."""
+    budget: dict[str, Any] = field(default_factory=dict)
+    """The limits, the search's share of them and how far spending went past them (overshoot)."""
 
     @property
     def best(self) -> Candidate | None:
@@ -166,14 +184,50 @@ def check_run(cfg: RunConfig) -> None:
     build_lms(cfg)
 
 
-def _spent_in_run(archive: ResumableArchive, run_id: str, task: str, split: str,
-                  lm_key: str) -> tuple[float, int, int]:
-    dollars, tokens, calls = 0.0, 0, 0
-    for rec in archive.list(run=run_id, include_pruned=True):
-        r = archive.get_result(rec.genome_id, task, split, lm_key)
-        if r is not None and r.extra.get("run") == run_id:
-            dollars, tokens, calls = dollars + r.dollars, tokens + r.tokens, calls + r.llm_calls
-    return dollars, tokens, calls
+def _lm_prices(client: LMClient) -> dict[str, tuple[bool, bool]]:
+    """For each LM of the run: (free, price known)."""
+    out: dict[str, tuple[bool, bool]] = {}
+    for alias in ("worker", "meta"):
+        cfg: LMConfig = client.config(alias)
+        priced = cfg.price_in_per_m is not None or cfg.price_out_per_m is not None
+        if priced:
+            out[cfg.model] = (not (cfg.price_in_per_m or cfg.price_out_per_m), True)
+        elif cfg.is_local or cfg.is_fake:
+            out[cfg.model] = (True, True)
+        else:
+            out[cfg.model] = (False, catalog_price(cfg.model) != (0.0, 0.0))
+    return out
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    """The candidate rows of a run's events.jsonl, each with its position ``seq`` (older logs: by order)."""
+    rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill
+        if isinstance(row, dict) and row.get("event") == "candidate":
+            if not isinstance(row.get("seq"), int):
+                row["seq"] = len(rows)
+            rows.append(row)
+    return rows
+
+
+def _budget_plan(cfg: RunConfig, search: Budget) -> str:
+    """The budget in one line, printed before anything is spent."""
+    b = cfg.budget
+    text = f"budget: {b.describe()}"
+    if b.has_spend_limit and b.test_share and cfg.test_top_k:
+        spend = Budget(**{k: v for k, v in search.model_dump().items()
+                          if k in ("max_dollars", "max_tokens", "max_calls", "max_seconds")})
+        text += (f"; the search stops at {spend.describe()}, the rest is for re-scoring the finalists on "
+                 f"{cfg.test_limit or 'all'} held-out examples each (budget.test_share {b.test_share:g})")
+    elif cfg.test_top_k:
+        text += f"; then the finalists are re-scored on {cfg.test_limit or 'all'} held-out examples each"
+    return text
 
 
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
@@ -194,8 +248,13 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             raise ConfigError(f"{run_dir}: not a masforge run folder (no config.yaml); give the folder "
                               "that `masforge search` printed")
         saved = RunConfig.load(run_dir / "config.yaml")
-        cfg = saved if cfg is None else RunConfig.from_data({**saved.model_dump(), **{
-            k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k in _RESUME_OVERRIDES}})
+        if cfg is not None:  # a resume may raise limits (only those it names) and change how it runs
+            given, merged = cfg.model_dump(exclude_unset=True), saved.model_dump()
+            merged.update({k: v for k, v in given.items() if k in _RESUME_OVERRIDES and k != "budget"})
+            merged["budget"] = {**merged["budget"], **given.get("budget", {})}
+            cfg = RunConfig.from_data(merged)
+        else:
+            cfg = saved
     elif cfg is None:
         raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
     pipeline = build_pipeline(cfg)
@@ -215,55 +274,68 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     else:
         archive_path = Path(getattr(archive, "path", run_dir / "archive"))
 
-    b = cfg.budget
-    spent = (0.0, 0, 0)
+    search_budget = cfg.budget.for_search() if cfg.test_top_k else cfg.budget
+    ledger = Ledger(search_budget, journal=run_dir / "ledger.jsonl")
+    log: list[dict[str, Any]] = []
     if resume is not None:
-        if not isinstance(archive, ResumableArchive):
-            raise ConfigError(f"resume needs an archive that lists its runs ({type(archive).__name__} does not)")
-        spent = _spent_in_run(archive, run_id, task_obj.name, cfg.split, lms["worker"].key())
-    ledger = Ledger(Budget(max_dollars=b.max_dollars, max_tokens=b.max_tokens, max_calls=b.max_calls,
-                           max_seconds=b.max_seconds), spent_dollars=spent[0], spent_tokens=spent[1],
-                    spent_calls=spent[2])
+        log = _read_log(run_dir / "events.jsonl")
+        if (run_dir / "ledger.jsonl").is_file():
+            ledger.resume()  # the same ledger: what the earlier sessions spent counts
+        elif log:
+            spent = log[-1].get("spent") or {}  # a run from before the ledger journal: its last known totals
+            ledger.calls, ledger.dollars = int(spent.get("llm_calls", 0)), float(spent.get("dollars", 0.0))
+            ledger.prompt_tokens = int(spent.get("prompt_tokens", 0))
+            ledger.completion_tokens = int(spent.get("completion_tokens", 0))
+        # The replay rebuilds the tune strategy's study from the archive; a stale one would add trials twice.
+        (run_dir / "optuna.sqlite3").unlink(missing_ok=True)
     client = LMClient(lms, ledger=ledger, seed=cfg.seed)
     own_executor = executor is None
     executor = executor or build_executor(cfg)
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
     cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
     evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
-                          cascade=cascade, executor=executor)
+                          cascade=cascade, executor=executor, max_unscored=cfg.max_unscored)
 
     ui = SearchProgress(console=console, enabled=progress)
     # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
     (run_dir / "sandbox.json").write_text(json.dumps(redact_data(sandbox_status()), indent=2), encoding="utf-8")
     events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+    # (prices only matter for a dollar limit; looking them up imports litellm, seconds of start-up)
+    prices = _lm_prices(client) if cfg.budget.max_dollars is not None else {}
+    warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         ui(kind, data)
-        if kind == "candidate":
+        if kind == "candidate" and not data.get("replayed"):
             cand = data["candidate"]
             row = {"t": time.time(), "event": kind, "id": cand.id, "name": cand.genome.name, "score": cand.score,
                    "dollars": cand.dollars, "operator": cand.operator, "strategy": cand.strategy,
-                   "reused": data.get("reused", False), "spent": ledger.snapshot()}
+                   "reused": data.get("reused", False), "seq": data.get("seq"), "rng": data.get("rng"),
+                   "spent": ledger.snapshot()}
             events.write(json.dumps(redact_data(row), default=str) + "\n")
             events.flush()
+            ledger.mark()
 
-    ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id,
-                        limits=SearchLimits(max_candidates=b.max_candidates, patience=b.patience), seed=cfg.seed,
+    ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id, budget=cfg.budget, seed=cfg.seed,
                         on_event=on_event, fitness=Fitness(cfg.cost_weight), run_dir=run_dir)
+    ctx.expect(log)
     ui.attach(ctx)
     stop_reason: str | None = None
     seed_ids: set[str] = set()
     try:
         with ui:
+            for line in [_budget_plan(cfg, search_budget), *warnings]:
+                ctx.emit("notice", text=line, warning=line in warnings)
+            if log:
+                ctx.emit("notice", text=f"resuming: replaying the {len(log)} candidates of the stopped run from "
+                                        "the archive and the LM cache (nothing is paid twice)", warning=False)
             try:
-                if resume is not None:
-                    assert isinstance(archive, ResumableArchive)
-                    _restore_run(ctx, archive, run_id)
                 for g in seeds:
                     seed_ids.add(g.id)
                     if ctx.known(g) is None:
                         ctx.try_submit(Proposal(g, [], "seed", "hand-designed seed"), strategy="seed")
                 n_stages = len(pipeline)
+                b = cfg.budget
                 for i, strategy in enumerate(pipeline):
                     if b.max_candidates is not None and i < n_stages - 1:
                         remaining = b.max_candidates - ctx.evaluated
@@ -273,44 +345,56 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                     ctx.emit("stage", strategy=strategy.name, index=i + 1, of=n_stages)
                     strategy.run(ctx)
                     ctx.candidate_cap = None
-                stop_reason = ctx.should_stop() or "strategies finished"
+                if ctx.incomplete and not ctx.should_stop():
+                    ctx.emit("notice", text=f"evaluating again {len(ctx.incomplete)} candidates whose examples "
+                                            "were too often unscored", warning=False)
+                    ctx.retry_incomplete()
+                ctx.should_stop()
+                stop_reason = ctx.stop_reason or "strategies finished"
             except BudgetExceeded as exc:
-                stop_reason = exc.limit
+                stop_reason = ctx.stop_reason or exc.limit
     except KeyboardInterrupt:
         stop_reason = "interrupted"
     finally:
         events.close()
 
+    search_overshoot = ledger.overshoot()
+    search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
     test_scores: list[TestScore] = []
-    if stop_reason != "interrupted" and cfg.test_top_k and ctx.population:
+    if stop_reason not in ("interrupted", "outage") and cfg.test_top_k and ctx.population:
         test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
+    outage = None
+    if ctx.unscored_examples or ctx.incomplete_seen or stop_reason == "outage":
+        outage = {"unscored_examples": ctx.unscored_examples,
+                  "incomplete_candidates": ctx.unscored_candidates,
+                  "error": next((e for e in ctx.outage_errors if e), ""),
+                  "failed_requests": dict(ledger.failures),
+                  "message": ctx.stopped.message if ctx.stopped and ctx.stopped.limit == "outage" else ""}
+    budget_info = {"limits": cfg.budget.model_dump(), "search": search_budget.model_dump(),
+                   "spent_search": search_spent, "overshoot_search": search_overshoot, "overshoot": ledger.overshoot(),
+                   "max_in_flight": ledger.max_in_flight}
     stats = {"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
-             "reused": ctx.reused, "generations": ctx.generation, "waited": ctx.waited}
+             "reused": ctx.reused, "restored": ctx.restored, "generations": ctx.generation, "waited": ctx.waited,
+             "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
+             "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
+             "diverged_at": ctx.diverged}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if own_executor:
         executor.close()  # the ledger keeps the final totals
+    ledger.close()
     result = SearchResult(run_dir=run_dir, archive_path=archive_path, config=cfg, candidates=list(ctx.population),
-                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason, stats=stats)
+                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason, stats=stats,
+                          warnings=warnings, outage=outage, budget=budget_info)
     _write_summary(result, seed_ids)
     return result
 
 
-def _restore_run(ctx: SearchContext, archive: ResumableArchive, run_id: str) -> None:
-    """Put this run's stored candidates back into the population (their results are reused, not paid)."""
-    records = sorted(archive.list(run=run_id, include_pruned=True), key=lambda r: r.created_at)
-    for rec in records:
-        genome = archive.genome(rec.genome_id)
-        if archive.get_result(rec.genome_id, ctx.task.name, ctx.evaluator.split, ctx.lm_key) is None:
-            continue  # its evaluation never finished: a strategy may propose it again
-        ctx.try_submit(Proposal(genome, list(rec.parents), rec.operator, rec.rationale), strategy=rec.strategy)
-    ctx.emit("stage", strategy="resume", restored=len(ctx.population))
-
-
 def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMClient, archive: ArchiveLike,
                      seed_ids: set[str]) -> list[TestScore]:
-    """Finalists (top-k by validation, plus the best seed) on the held-out split, outside the budget."""
-    client.ledger.lift_limits()  # the search budget is spent; the final check is bounded by test_limit
+    """Finalists (top-k by validation, plus the best seed) on the held-out split, within what is left of the
+    whole budget (the search stopped at its share of it)."""
+    client.ledger.budget = cfg.budget
     finalists = ctx.best(cfg.test_top_k)
     ranked = ctx.best(len(ctx.population))
     seeds = [c for c in ranked if c.id in seed_ids]
@@ -321,22 +405,28 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
             finalists.append(extra)
     try:
         tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency,
-                           executor=ctx.evaluator.executor)
+                           executor=ctx.evaluator.executor, max_unscored=cfg.max_unscored)
     except MasforgeError:
         return []
     out = []
     for cand in finalists:
         prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
+        unscored, stopped = 0, None
         if prev is None or prev.n != len(tester.examples):
             with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
                 if prev is None or prev.n != len(tester.examples):
                     ctx.emit("test", name=cand.genome.name)
-                    prev = ResultRecord.from_summary(tester.evaluate(cand.genome).summary(), run=ctx.run_id)
-                    archive.add_result(cand.id, prev)
+                    rep = tester.evaluate(cand.genome)
+                    prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
+                    unscored, stopped = rep.unscored, rep.stopped
+                    if rep.stopped is None and not rep.incomplete:
+                        archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids, prev.n))
+                             cand.id in seed_ids, prev.n, unscored, stopped))
+        if stopped:
+            break  # the budget is spent: the remaining finalists get no held-out score
     return out
 
 
@@ -350,6 +440,7 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
     summary = {
         "run": run_dir.name, "task": result.config.task, "strategy": result.config.strategy,
         "stop_reason": result.stop_reason, "spend": result.spend, "stats": result.stats,
+        "budget": result.budget, "warnings": result.warnings, "outage": result.outage,
         "archive": os.path.relpath(result.archive_path, run_dir),
         "best": {"id": best.id, "name": best.genome.name, "score": best.score, "dollars_per_example": best.dollars}
         if best else None,

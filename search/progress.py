@@ -45,6 +45,9 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
         who = data.get("holder") or {}
         return (f"waiting: run {who.get('run', '?')} (pid {who.get('pid', '?')}) is evaluating "
                 f"{shorten(data.get('name', ''), 40)}")
+    if kind == "incomplete":
+        return (f"unscored {shorten(data.get('name', ''), 30)}: {data.get('unscored')} of {data.get('attempted')} "
+                f"examples ({shorten(str(data.get('error', '')), 80)}); evaluated again later")
     return None
 
 
@@ -75,6 +78,14 @@ class SearchProgress:
             self.live = None
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "notice":  # a run-level line (budget plan, warning, resume): printed as it is
+            self._print(f"[yellow]{data.get('text', '')}[/yellow]" if data.get("warning") else str(data.get("text")))
+            return
+        if kind == "diverged":
+            self._print(f"[yellow]resume took another path than the stopped run at candidate {data.get('seq')} "
+                        f"({data.get('expected')} before, {data.get('got')} now): a non-deterministic LM or changed "
+                        "options; the run goes on from here[/yellow]")
+            return
         text = describe_event(kind, data)
         if text is None:
             return
@@ -84,6 +95,10 @@ class SearchProgress:
         elif self.enabled and self.ctx is not None:
             self.console.print(self._line(), highlight=False)
 
+    def _print(self, text: str) -> None:
+        if self.enabled:
+            self.console.print(text, highlight=False)
+
     def _stats(self) -> dict[str, Any]:
         ctx = self.ctx
         if ctx is None:
@@ -92,7 +107,7 @@ class SearchProgress:
         scores = [c.score for c in ctx.population]
         best = ctx.best(1)
         elapsed = time.monotonic() - self.started
-        cap = ctx.limits.max_candidates
+        cap = ctx.budget.max_candidates
         eta = None
         if cap and ctx.evaluated:
             eta = elapsed / ctx.evaluated * max(cap - ctx.evaluated, 0)
@@ -123,9 +138,12 @@ class SearchProgress:
                       + f"   rejected {ctx.rejected}, duplicates {ctx.duplicates}, reused {ctx.reused}")
         table.add_row("best", f"{best.score:.3f} {best.genome.name} ({best.short_id})" if best else "-")
         table.add_row("median", f"{s['median']:.3f}    front: {s['front']} systems")
-        table.add_row("spent", f"${_fmt_limit(snap['dollars'], b.max_dollars, '.4f')}   tokens "
-                      f"{_fmt_limit(snap['tokens'], b.max_tokens, 'd')}   LM calls "
-                      f"{_fmt_limit(snap['llm_calls'], b.max_calls, 'd')} (+{snap['cache_hits']} cached)")
+        calls = b.get("llm_calls")
+        tokens = b.get("tokens")
+        table.add_row("spent", f"${_fmt_limit(snap['dollars'], b.get('dollars'), '.4f')}   tokens "
+                      f"{_fmt_limit(snap['tokens'], int(tokens) if tokens else None, 'd')}   LM calls "
+                      f"{_fmt_limit(snap['llm_calls'], int(calls) if calls else None, 'd')} "
+                      f"(+{snap['cache_hits']} cached, {snap['errors']} failed)")
         eta = f"{s['eta']:.0f}s" if s["eta"] is not None else "-"
         table.add_row("time", f"{s['elapsed']:.0f}s elapsed, ETA {eta}")
         table.add_row("last", self.last)

@@ -142,7 +142,9 @@ def test_transient_errors_are_retried_with_backoff(status, sleeps):
         assert c.text == "stub answer"
         assert stub.requests == 3 and stub.failures == 2
     assert sleeps == [0.5, 1.0]  # exponential: 0.5 s, then 1 s (jitter at its midpoint)
-    assert client.ledger.calls == 1 and client.ledger.errors == 0
+    # every request that reached the provider counts, the failed ones too, by kind
+    kind = "rate_limit" if status == 429 else "server_error"
+    assert client.ledger.calls == 3 and client.ledger.errors == 2 and client.ledger.failures == {kind: 2}
 
 
 def test_retries_give_up_after_num_retries(sleeps):
@@ -154,7 +156,8 @@ def test_retries_give_up_after_num_retries(sleeps):
     assert len(sleeps) == 2
     message = str(info.value)
     assert "\n" not in message and "after 3 tries" in message and "500" in message
-    assert client.ledger.errors == 1 and client.ledger.calls == 0
+    assert client.ledger.errors == 3 and client.ledger.calls == 3
+    assert info.value.infrastructure  # the provider's fault: an example meeting it is unscored
 
 
 def test_bad_request_is_not_retried(sleeps):
@@ -168,6 +171,7 @@ def test_bad_request_is_not_retried(sleeps):
     assert "\n" not in message
     assert message.startswith("LM 'openai/stub' failed: ")
     assert "400" in message and "injected failure" in message
+    assert not info.value.infrastructure  # the request was refused: the system's failure
 
 
 def test_unreachable_endpoint_is_a_one_line_lm_error(sleeps):
@@ -220,7 +224,7 @@ def test_max_calls_budget_names_the_limit():
     with pytest.raises(BudgetExceeded) as info:
         client.complete([{"role": "user", "content": "c"}])
     assert info.value.limit == "llm_calls"
-    assert "llm_calls" in str(info.value) and "2 of 2" in str(info.value)
+    assert "--max-calls 2" in str(info.value) and "2 of 2" in str(info.value)  # names the flag to raise
     assert client.ledger.calls == 2
 
 
@@ -231,7 +235,7 @@ def test_max_dollars_budget_with_a_priced_fake():
     assert first.cost >= 5.0
     with pytest.raises(BudgetExceeded) as info:
         client.complete([{"role": "user", "content": "again"}])
-    assert info.value.limit == "dollars" and "dollars" in str(info.value)
+    assert info.value.limit == "dollars" and "--budget-usd 5" in str(info.value)
     assert client.ledger.dollars == pytest.approx(first.cost)
 
 
@@ -240,7 +244,7 @@ def test_max_tokens_budget():
     client.complete(MSG)
     with pytest.raises(BudgetExceeded) as info:
         client.complete(MSG)
-    assert info.value.limit == "tokens" and "tokens" in str(info.value)
+    assert info.value.limit == "tokens" and "--max-tokens 3" in str(info.value)
 
 
 def test_cache_hits_are_served_after_the_budget_is_spent(tmp_path):
@@ -251,12 +255,22 @@ def test_cache_hits_are_served_after_the_budget_is_spent(tmp_path):
         client.complete([{"role": "user", "content": "new"}])
 
 
-def test_budget_check_does_not_count_errors(sleeps):
+def test_failed_requests_count_against_the_budget(sleeps):
     with StubServer(fail_first_n=1, fail_status=400) as stub:
         client = LMClient({"worker": stub_config(stub)}, cache=False, ledger=Ledger(Budget(max_calls=1)))
         with pytest.raises(LMError):
             client.complete(MSG)
-        assert client.complete(MSG).text == "stub answer"
+        with pytest.raises(BudgetExceeded, match="--max-calls"):
+            client.complete(MSG)
+        assert stub.requests == 1 and client.ledger.calls == 1
+
+
+def test_retries_stop_at_the_call_budget(sleeps):
+    with StubServer(fail_first_n=10, fail_status=503) as stub:
+        client = LMClient({"worker": stub_config(stub)}, cache=False, ledger=Ledger(Budget(max_calls=2)))
+        with pytest.raises(BudgetExceeded):
+            client.complete(MSG)
+        assert stub.requests == 2 and client.ledger.calls == 2  # never a request past the limit
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,13 +373,13 @@ def test_lm_errors_are_scored_failures_of_kind_lm(sleeps):
 def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_example():
     release = threading.Event()
 
-    def responder(messages, info):
-        if "What is 1 + 1?" in str(messages[-1]["content"]):
-            release.wait(20)  # this example hangs
-        return fake_reply(messages, info)
+    def exact(outputs, example) -> float:
+        if example.id == "qs/1":
+            release.wait(20)  # this example hangs outside any LM call: the system's own timeout
+        return 1.0 if str(outputs.get("answer", "")).strip() == str(example.target) else 0.0
 
-    client = LMClient({"worker": "fake"}, cache=False, responder=responder)
-    ev = Evaluator(question_task(4), client, limit=4, concurrency=1, example_timeout_s=0.3)
+    client = LMClient({"worker": "fake"}, cache=False)
+    ev = Evaluator(question_task(4, metric=exact), client, limit=4, concurrency=1, example_timeout_s=0.3)
     started = time.perf_counter()
     try:
         report = ev.evaluate(load_seed("cot"))
@@ -375,9 +389,29 @@ def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_examp
     kinds = {e.example_id: e.error_kind for e in report.examples}
     assert kinds == {"qs/0": None, "qs/1": "timeout", "qs/2": None, "qs/3": None}
     stuck = report.examples[1]
-    assert stuck.score == 0.0 and "longer than 0.3s" in stuck.error
+    assert stuck.score == 0.0 and "longer than 0.3s" in stuck.error and not stuck.unscored
     assert report.failures.get("timeout") == 1
     assert wall < 5  # neither the rest of the batch nor evaluate() waited for the hung thread
+
+
+def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
+    release = threading.Event()
+
+    def responder(messages, info):
+        if "What is 1 + 1?" in str(messages[-1]["content"]):
+            release.wait(20)  # the LM never answers this one
+        return fake_reply(messages, info)
+
+    client = LMClient({"worker": "fake"}, cache=False, responder=responder)
+    ev = Evaluator(question_task(4), client, limit=4, concurrency=1, example_timeout_s=0.3, max_unscored=0.5)
+    try:
+        report = ev.evaluate(load_seed("cot"))
+    finally:
+        release.set()
+    stuck = report.examples[1]
+    assert stuck.unscored and stuck.error_kind == "timeout" and "waiting on the LM provider" in stuck.error
+    assert report.n == 3 and report.unscored == 1 and report.score == 1.0  # left out, not counted as wrong
+    assert report.failures == {"unscored": 1} and not report.incomplete
 
 
 def test_cascade_prunes_a_hopeless_candidate_after_first_n():

@@ -10,8 +10,9 @@ from typing import Any
 from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
+from masforge.runtime.budget import Budget
 from masforge.runtime.lm import LMClient
-from masforge.search.context import SearchContext, SearchLimits
+from masforge.search.context import SearchContext
 from masforge.search.operators import structural
 from masforge.search.operators.hygiene import copied_example, descriptive_name, structural_name
 from masforge.search.operators.meta import MetaAgent
@@ -37,7 +38,7 @@ def _ctx(meta_reply: Any, task_name: str = "mbpp") -> tuple[SearchContext, MetaA
 
     client = LMClient({"worker": "fake", "meta": "fake:meta"}, cache=False, responder=route)
     ctx = SearchContext(task, Evaluator(task, client, limit=4), client, MemoryArchive(), run_id="t",
-                        limits=SearchLimits(max_candidates=4))
+                        budget=Budget(max_candidates=4))
     return ctx, MetaAgent(client, max_repairs=1)
 
 

@@ -14,9 +14,10 @@ from masforge.errors import ConfigError
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
+from masforge.runtime.budget import Budget
 from masforge.runtime.fake_lm import output_fields
 from masforge.runtime.lm import LMClient
-from masforge.search.context import Proposal, SearchContext, SearchLimits
+from masforge.search.context import Proposal, SearchContext
 from masforge.search.population import Candidate
 from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.coevolve import Coevolve, instruction_edits, parse_instructions
@@ -57,7 +58,7 @@ def _ctx(task: Task, responder, *, max_candidates: int = 10, archive: Any = None
     client = LMClient({"worker": "fake", "meta": "fake"}, cache=False, responder=responder)
     evaluator = Evaluator(task, client, limit=2, concurrency=2)
     return SearchContext(task, evaluator, client, archive if archive is not None else MemoryArchive(),
-                         run_id="test", limits=SearchLimits(max_candidates=max_candidates), seed=seed)
+                         run_id="test", budget=Budget(max_candidates=max_candidates), seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------- knapsack

@@ -41,6 +41,11 @@ class ExampleBatch(ABC):
         """The evaluator stopped waiting for ``future`` (its example timed out)."""
         return None
 
+    def waiting_on_provider(self, future: Future[ExampleResult]) -> bool:
+        """Whether ``future``'s example is stuck on an LM provider (then its timeout is the provider's fault and
+        the example is unscored); False where the executor cannot tell."""
+        return False
+
     @abstractmethod
     def close(self, *, interrupted: bool = False) -> None:
         """Release what the batch holds; ``interrupted``: do not wait for examples still running."""

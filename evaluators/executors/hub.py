@@ -62,8 +62,17 @@ class RunHub:
     def add(self, work: str | None, completion: Completion) -> None:
         self.ledger.add(completion)
         if work is not None and not completion.cached:
-            with self._lock:
-                self._work[work] = self._work.get(work, 0) + 1
+            self._count(work)
+
+    def settle(self, work: str | None, completion: Completion, note: str | None = None) -> None:
+        """A request a worker reserved got its answer (see :meth:`Ledger.settle`)."""
+        self.ledger.settle(completion, note)
+        if work is not None:
+            self._count(work)
+
+    def _count(self, work: str) -> None:
+        with self._lock:
+            self._work[work] = self._work.get(work, 0) + 1
 
     # per-example spend
     def work_calls(self, work: str) -> int:
@@ -120,6 +129,13 @@ class SharedLedger:
             local.ledger.add(c)
             return
         self._get(self._hub.add.remote(CURRENT_WORK.get(), c))
+
+    def settle(self, c: Completion, note: str | None = None) -> None:
+        local = object.__getattribute__(self, "_detached")
+        if local is not None:
+            local.ledger.settle(c, note)
+            return
+        self._get(self._hub.settle.remote(CURRENT_WORK.get(), c, note))
 
     def detach(self) -> Ledger:
         """Copy the hub's final totals here (before the hub goes away) and keep using them locally."""

@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors.base import EvalJob, ExampleBatch, Executor
 from masforge.evaluators.one_example import ExampleResult, run_example
+from masforge.runtime.trace import Incidents
 
 
 class LocalBatch(ExampleBatch):
@@ -19,10 +20,19 @@ class LocalBatch(ExampleBatch):
         self.workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
         self._abandoned = False
+        self._incidents: dict[Future[ExampleResult], Incidents] = {}
 
     def submit(self, example: Example) -> Future[ExampleResult]:
         ctx = contextvars.copy_context()  # the caller's trace and budget context follow the example
-        return self._pool.submit(ctx.run, run_example, self.job.system, self.job.task, self.job.mapping, example)
+        seen = Incidents()
+        fut = self._pool.submit(ctx.run, run_example, self.job.system, self.job.task, self.job.mapping, example, seen)
+        self._incidents[fut] = seen
+        fut.add_done_callback(lambda f: self._incidents.pop(f, None))
+        return fut
+
+    def waiting_on_provider(self, future: Future[ExampleResult]) -> bool:
+        seen = self._incidents.get(future)
+        return seen is not None and (seen.waiting > 0 or bool(seen.failures))
 
     def abandon(self, future: Future[ExampleResult]) -> None:
         if future.done():

@@ -187,7 +187,8 @@ def evaluate(
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
     from masforge.evaluators.runner import Evaluator
-    from masforge.runtime.lm import Budget, LMClient
+    from masforge.runtime.budget import Budget, free_lm_warning
+    from masforge.runtime.lm import LMClient
 
     with user_errors():
         from masforge.export import is_exported, load_exported
@@ -199,6 +200,11 @@ def evaluate(
         client = make_client(lm, api_base=api_base, cache=not no_cache)
         assert isinstance(client, LMClient)
         client.ledger.budget = Budget(max_dollars=budget_usd, max_calls=max_calls)
+        cfg = client.config("worker")
+        free = cfg.is_local or cfg.is_fake or (cfg.price_in_per_m == 0 and cfg.price_out_per_m == 0)
+        warning = free_lm_warning(client.ledger.budget, {cfg.model: (free, True)})
+        if warning:
+            console.print(f"[yellow]{escape(warning)}[/yellow]")
         ev = Evaluator(t, client, split=split, limit=limit, concurrency=concurrency)
         with eval_progress() as bar:  # type: ignore[attr-defined]
             job = bar.add_task(f"{g.name} on {t.name}", total=len(ev.examples), stats="")
@@ -213,6 +219,10 @@ def evaluate(
         if report.stopped:
             print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
                         f"{report.n} finished examples")
+        if report.unscored:
+            what = "not a score" if report.incomplete else f"the score covers the other {report.n}"
+            print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
+                        f"failed: {shorten(report.outage, 160)}): {what}")
         if output:
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(json.dumps(redact_data(report.to_dict()), indent=2, default=str))
@@ -244,6 +254,7 @@ SEARCH_FLAGS = {
     "seeds": "--seeds", "limit": "--limit", "test_limit": "--test-limit", "test_top_k": "--test-top-k",
     "concurrency": "--concurrency", "output": "--output", "seed": "--seed", "budget.max_candidates": "--max-candidates",
     "budget.max_dollars": "--budget-usd", "budget.max_calls": "--max-calls", "budget.max_seconds": "--max-minutes",
+    "budget.max_tokens": "--max-tokens", "budget.patience": "--patience",
 }
 
 
@@ -264,9 +275,13 @@ def search(
         "--max-candidates", "-n", min=1, help="Candidates to evaluate.", show_default=str(DEFAULT_MAX_CANDIDATES))]
     = None,
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Dollar budget.")] = None,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="LM-call budget.")] = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="LM-call budget (every request sent "
+                                                  "counts, retries too).")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Token budget.")] = None,
     max_minutes: Annotated[float | None, typer.Option("--max-minutes", callback=_positive,
                                                       help="Wall-time budget.")] = None,
+    patience: Annotated[int | None, typer.Option("--patience", min=1, help="Stop after this many candidates "
+                                                 "without a new best.")] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Validation examples each candidate is scored on.", show_default=str(DEFAULT_LIMIT))] = None,
     test_limit: Annotated[int | None, typer.Option(
@@ -323,7 +338,8 @@ def search(
             data["strategy_options"] = options
         budget = dict(data.get("budget") or {})  # type: ignore[call-overload]
         for key, value in (("max_candidates", max_candidates), ("max_dollars", budget_usd),
-                           ("max_calls", max_calls), ("max_seconds", max_minutes * 60 if max_minutes else None)):
+                           ("max_calls", max_calls), ("max_tokens", max_tokens), ("patience", patience),
+                           ("max_seconds", max_minutes * 60 if max_minutes else None)):
             if value is not None:
                 budget[key] = value
         if budget:
@@ -353,6 +369,8 @@ def search(
             console.print(f"report: {path}")
         except MasforgeError as exc:  # the search result stands even if the report cannot be drawn
             print_error(f"report not written: {exc}")
+        if result.stop_reason == "outage":
+            raise typer.Exit(1)
 
 
 @app.command()
@@ -373,10 +391,11 @@ STOP_REASONS = {
     "max_candidates": "all candidates evaluated (-n / --max-candidates)",
     "dollars": "dollar budget reached (--budget-usd)",
     "llm_calls": "LM-call budget reached (--max-calls)",
-    "tokens": "token budget reached (budget.max_tokens)",
+    "tokens": "token budget reached (--max-tokens)",
     "wall_time": "time budget reached (--max-minutes)",
-    "patience": "no new best for budget.patience candidates",
+    "patience": "no new best for --patience candidates",
     "interrupted": "interrupted (Ctrl-C)",
+    "outage": "provider outage (see below)",
 }
 
 
@@ -395,14 +414,29 @@ def print_search_result(result: object) -> None:
         for col in ("name", "validation", "test", "95% CI", "$/example", "seed?"):
             test.add_column(col)
         for t in r.test_scores:  # type: ignore[attr-defined]
-            test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}",
+            cut = f" (n={t.n}, cut: {t.stopped})" if t.stopped else f" ({t.unscored} unscored)" if t.unscored else ""
+            test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
                          f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.dollars_per_example:.5f}",
                          "seed" if t.is_seed else "")
         console.print(test)
     spend = r.spend  # type: ignore[attr-defined]
     why = STOP_REASONS.get(r.stop_reason, r.stop_reason)  # type: ignore[attr-defined]
+    failed = f", {spend['errors']} of them failed" if spend.get("errors") else ""
     console.print(f"stopped: {why}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "
-                  f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
+                  f"{spend['llm_calls']} LM calls{failed} (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
+    over = {k: v for k, v in (r.budget.get("overshoot") or {}).items() if v}  # type: ignore[attr-defined]
+    if over:
+        console.print("budget overshoot (requests already in flight when the limit was reached): "
+                      + ", ".join(f"{k} +{v:g}" for k, v in over.items()))
+    for line in r.warnings:  # type: ignore[attr-defined]
+        console.print(f"[yellow]{escape(line)}[/yellow]")
+    outage = r.outage  # type: ignore[attr-defined]
+    if outage:
+        incomplete = len(outage["incomplete_candidates"])
+        print_error(outage["message"] or (
+            f"{outage['unscored_examples']} examples unscored and {incomplete} candidates left without a score "
+            f"because the provider or the sandbox failed ({shorten(outage['error'], 160)}); they are evaluated "
+            "again on --resume"))
     found, seed = r.versus_seeds()  # type: ignore[attr-defined]
     n_val = r.config.limit  # type: ignore[attr-defined]
     if found is not None and seed is not None:

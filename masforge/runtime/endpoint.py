@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import ssl
 import threading
@@ -13,11 +14,35 @@ from urllib.parse import urlsplit
 
 
 class EndpointError(Exception):
-    """An HTTP error answer from an OpenAI-compatible endpoint called directly (see :meth:`Endpoint.chat`)."""
+    """An HTTP error answer from an OpenAI-compatible endpoint called directly (see :meth:`Endpoint.chat`), or an
+    answer that is not a chat completion (``kind`` ``bad_answer``, reported as 502 so that it is retried)."""
 
-    def __init__(self, status_code: int, message: str) -> None:
+    def __init__(self, status_code: int, message: str, *, retry_after: float | None = None,
+                 kind: str | None = None) -> None:
         super().__init__(f"HTTP {status_code}: {message}")
         self.status_code = status_code
+        self.retry_after = retry_after
+        """Seconds the server asked to wait (``Retry-After``), if it said."""
+        self.kind = kind or ("rate_limit" if status_code == 429 else "server_error" if status_code >= 500
+                             else "client_error")
+
+
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+"""A larger answer is refused (a provider fault): it would only fill memory, traces and the archive."""
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait a ``Retry-After`` / ``retry-after-ms`` header asks for, in seconds (None if absent or a date)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 # OpenAI-compatible endpoints (``openai/<model>`` at an ``api_base``: the local llama.cpp server, vLLM, LM
@@ -70,64 +95,91 @@ class Endpoint:
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes]:
-        """POST ``body`` to ``/chat/completions``: (status, reason, response bytes). Transport failures raise
-        ConnectionError or TimeoutError (both retried by the caller)."""
-        for attempt in range(2):
+    def _take_idle(self) -> http.client.HTTPConnection | None:
+        """A pooled connection the server has not closed meanwhile (checked before anything is sent, so a
+        request is never sent twice behind the caller's back)."""
+        while True:
             with self._lock:
-                conn = self._idle.pop() if self._idle and attempt == 0 else None
-            reused = conn is not None
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return None
+            sock = conn.sock
             try:
-                if conn is None:
-                    conn = self._connect(timeout)
-                else:
-                    conn.timeout = timeout
-                    if conn.sock is not None:
-                        conn.sock.settimeout(timeout)
-                conn.request("POST", self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-            except TimeoutError as exc:
-                if conn is not None:
-                    conn.close()
-                raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
-            except (OSError, http.client.HTTPException) as exc:
-                if conn is not None:
-                    conn.close()
-                if reused and attempt == 0:
-                    continue  # the server closed an idle keep-alive connection: once more on a fresh one
-                raise ConnectionError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            if resp.will_close:
-                conn.close()
+                # Readable while idle means the server closed it (EOF) or sent garbage: either way, not usable.
+                alive = sock is not None and not select.select([sock], [], [], 0)[0]
+            except (OSError, ValueError):
+                alive = False
+            if alive:
+                return conn
+            conn.close()
+
+    def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes, Any]:
+        """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers).
+        Transport failures raise ConnectionError or TimeoutError (both retried, and counted, by the caller)."""
+        conn = self._take_idle()
+        try:
+            if conn is None:
+                conn = self._connect(timeout)
             else:
-                with self._lock:
-                    self._idle.append(conn)
-            return resp.status, resp.reason, data
-        raise AssertionError("unreachable")  # pragma: no cover
+                conn.timeout = timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+            conn.request("POST", self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            length = resp.length  # None: chunked or until close
+            if length is not None and length > MAX_ANSWER_BYTES:
+                conn.close()
+                raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer")
+            # read() of a sized body raises IncompleteRead if the connection ends early; read(n) would not.
+            data = resp.read() if length is not None else resp.read(MAX_ANSWER_BYTES + 1)
+        except TimeoutError as exc:
+            if conn is not None:
+                conn.close()
+            raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            if conn is not None:
+                conn.close()
+            raise ConnectionError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        if len(data) > MAX_ANSWER_BYTES:
+            conn.close()
+            raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer")
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        return resp.status, resp.reason, data, resp.headers
 
     def chat(self, body: dict[str, Any], api_key: str | None, timeout: float) -> dict[str, Any]:
         """POST one chat-completion request body; the parsed answer, which has at least one choice. An HTTP
-        error status or an answer without choices raises :class:`EndpointError`."""
+        error status, or an answer that is not a chat completion, raises :class:`EndpointError`."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        status, reason, raw = self.post(json.dumps(body).encode(), headers, timeout)
+        status, reason, raw, resp_headers = self.post(json.dumps(body).encode(), headers, timeout)
         if status >= 400:
             try:
                 detail = str(json.loads(raw)["error"]["message"])
             except Exception:
                 detail = raw.decode("utf-8", "replace").strip()[:300] or reason
-            raise EndpointError(status, detail)
-        data = json.loads(raw)
+            raise EndpointError(status, detail, retry_after=retry_after_seconds(resp_headers))
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            shown = raw[:120].decode("utf-8", "replace")
+            raise EndpointError(502, f"the answer is not JSON ({len(raw)} bytes: {shown!r})", kind="bad_answer") \
+                from None
         choices = data.get("choices") if isinstance(data, dict) else None
-        if not choices:
-            raise EndpointError(status, f"no choices in the answer: {raw[:200].decode('utf-8', 'replace')}")
+        message = choices[0].get("message") if isinstance(choices, list) and choices and \
+            isinstance(choices[0], dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str | None):
+            raise EndpointError(502, f"no chat completion in the answer: {raw[:200].decode('utf-8', 'replace')}",
+                                kind="bad_answer")
         return data
-
 
 
 def catalog_price(model: str) -> tuple[float, float]:

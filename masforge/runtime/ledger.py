@@ -1,14 +1,28 @@
-"""Accounting of LM use: one :class:`Completion` with its tokens and cost, the run's :class:`Budget` and the
-thread-safe :class:`Ledger` of totals it is checked against before every LM call."""
+"""Accounting of LM use: one :class:`Completion` with its tokens and cost, and the thread-safe :class:`Ledger` of
+totals that the run's :class:`~masforge.runtime.budget.Budget` is checked against before every request.
+
+Every request sent to a provider is counted, whether it was answered, failed or timed out: a request slot is
+*reserved* (budget checked, call counted) before anything is sent, then *settled* with the answer's tokens and
+cost or *failed* with the kind of failure. So a call limit is never passed, and a dollar or token limit is passed
+by at most what the requests in flight at that moment cost (``overshoot``).
+
+With a ``journal`` file the ledger survives a kill: one line per reserved, settled or failed request, written
+before the request goes out and as soon as it ends, so a resumed run continues the same totals
+(:meth:`Ledger.resume`).
+"""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from masforge.errors import BudgetExceeded
+from masforge.runtime.budget import Budget, Usage
 
 
 @dataclass
@@ -24,30 +38,36 @@ class Completion:
     model: str
 
 
-@dataclass
-class Budget:
-    """Limits for a run; None means unlimited. Checked before every LM call."""
-
-    max_dollars: float | None = None
-    max_tokens: int | None = None
-    max_calls: int | None = None
-    max_seconds: float | None = None
-
-
 class Ledger:
     """Thread-safe totals of LM use and the budget they are checked against."""
 
-    def __init__(self, budget: Budget | None = None, spent_dollars: float = 0.0, spent_tokens: int = 0,
-                 spent_calls: int = 0) -> None:
+    def __init__(self, budget: Budget | None = None, *, journal: str | Path | None = None) -> None:
         self.budget = budget or Budget()
         self._lock = threading.Lock()
-        self.calls = spent_calls
+        self.calls = 0
+        """Requests sent to a provider: answered, failed and timed out (retries included)."""
         self.cache_hits = 0
-        self.prompt_tokens = spent_tokens
+        self.prompt_tokens = 0
         self.completion_tokens = 0
-        self.dollars = spent_dollars
+        self.dollars = 0.0
         self.errors = 0
+        """Requests that got no usable answer (each retry counts)."""
+        self.failures: Counter[str] = Counter()
+        """Failed requests by kind (rate_limit, server_error, timeout, connection, bad_answer, client_error)."""
+        self.notes: Counter[str] = Counter()
+        """Answers delivered but odd: ``empty`` (no text), ``overlong`` (longer than max_tokens allows: cut)."""
+        self.max_attempt = 0
+        """The most requests one LM call has needed (1 + its retries)."""
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.prior_s = 0.0
+        """Running time of earlier sessions of a resumed run."""
         self.started = time.monotonic()
+        self._journal: IO[str] | None = None
+        self.journal_path = Path(journal) if journal is not None else None
+        """Where the journal goes (public: a shared ledger on a cluster writes it from the hub)."""
+
+    # ------------------------------------------------------------------ totals
 
     @property
     def tokens(self) -> int:
@@ -55,37 +75,78 @@ class Ledger:
 
     @property
     def elapsed_s(self) -> float:
-        return time.monotonic() - self.started
+        return self.prior_s + time.monotonic() - self.started
+
+    def usage(self) -> Usage:
+        """What the budget's spend conditions look at."""
+        return Usage(dollars=self.dollars, tokens=self.tokens, calls=self.calls, seconds=self.elapsed_s)
 
     def exceeded(self) -> str | None:
-        """Name of the first limit reached, or None."""
-        b = self.budget
-        if b.max_dollars is not None and self.dollars >= b.max_dollars:
-            return "dollars"
-        if b.max_tokens is not None and self.tokens >= b.max_tokens:
-            return "tokens"
-        if b.max_calls is not None and self.calls >= b.max_calls:
-            return "llm_calls"
-        if b.max_seconds is not None and self.elapsed_s >= b.max_seconds:
-            return "wall_time"
-        return None
-
-    def lift_limits(self) -> None:
-        """Drop every limit, keeping the totals (for work that must finish once a search budget is spent)."""
-        self.budget = Budget()
+        """Name of the first spend limit reached, or None."""
+        stop = self.budget.stop(self.usage(), spend_only=True)
+        return stop.limit if stop else None
 
     def check(self) -> None:
-        """Raise :class:`BudgetExceeded` naming the limit if one is reached."""
-        limit = self.exceeded()
-        if limit is None:
-            return
-        b = self.budget
-        shown = {"dollars": f"${self.dollars:.4f} of ${b.max_dollars}", "tokens": f"{self.tokens} of {b.max_tokens}",
-                 "llm_calls": f"{self.calls} of {b.max_calls}",
-                 "wall_time": f"{self.elapsed_s:.0f}s of {b.max_seconds}s"}[limit]
-        raise BudgetExceeded(limit, f"budget reached: {limit} ({shown}); raise the limit or resume the run")
+        """Raise :class:`BudgetExceeded` naming the limit (and its flag) if one is reached."""
+        stop = self.budget.stop(self.usage(), spend_only=True)
+        if stop is not None:
+            raise BudgetExceeded(stop.limit, stop.message)
+
+    def overshoot(self) -> dict[str, float]:
+        """How far spending went past each spend limit (0 where not passed or not set)."""
+        usage = self.usage()
+        out: dict[str, float] = {}
+        for limit, value in (("dollars", usage.dollars), ("tokens", usage.tokens), ("llm_calls", usage.calls)):
+            cap = self.budget.get(limit)
+            if cap is not None:
+                out[limit] = max(0.0, value - cap)
+        return out
+
+    # ------------------------------------------------------------------ requests
+
+    def reserve(self, attempt: int = 1) -> None:
+        """Check the budget and count one request about to be sent, the ``attempt``-th for its LM call (raises
+        :class:`BudgetExceeded`)."""
+        with self._lock:
+            stop = self.budget.stop(self.usage(), spend_only=True)
+            if stop is not None:
+                raise BudgetExceeded(stop.limit, stop.message)
+            self.max_attempt = max(self.max_attempt, attempt)
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._write({"r": 1})
+
+    def settle(self, c: Completion, note: str | None = None) -> None:
+        """A reserved request answered: add its tokens and cost."""
+        with self._lock:
+            self.in_flight -= 1
+            self.prompt_tokens += c.prompt_tokens
+            self.completion_tokens += c.completion_tokens
+            self.dollars += c.cost
+            row: dict[str, Any] = {"pt": c.prompt_tokens, "ct": c.completion_tokens, "d": c.cost}
+            if note:
+                self.notes[note] += 1
+                row["n"] = note
+            self._write(row)
+
+    def release(self) -> None:
+        """Undo a reservation whose request was never sent."""
+        with self._lock:
+            self.in_flight -= 1
+            self.calls -= 1
+            self._write({"u": 1})
+
+    def fail(self, kind: str) -> None:
+        """A reserved request that got no usable answer (``kind`` as in :attr:`failures`)."""
+        with self._lock:
+            self.in_flight -= 1
+            self.errors += 1
+            self.failures[kind] += 1
+            self._write({"f": kind})
 
     def add(self, c: Completion) -> None:
+        """Count a completion that was not reserved: a cache hit, or an answer from elsewhere."""
         with self._lock:
             if c.cached:
                 self.cache_hits += 1
@@ -94,6 +155,8 @@ class Ledger:
             self.prompt_tokens += c.prompt_tokens
             self.completion_tokens += c.completion_tokens
             self.dollars += c.cost
+            self._write({"r": 1})
+            self._write({"pt": c.prompt_tokens, "ct": c.completion_tokens, "d": c.cost})
 
     def add_error(self) -> None:
         with self._lock:
@@ -103,4 +166,68 @@ class Ledger:
         with self._lock:
             return {"llm_calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "tokens": self.tokens, "dollars": self.dollars,
-                    "errors": self.errors, "elapsed_s": self.elapsed_s}
+                    "errors": self.errors, "failures": dict(self.failures), "notes": dict(self.notes),
+                    "max_in_flight": self.max_in_flight, "max_attempt": self.max_attempt,
+                    "elapsed_s": self.elapsed_s}
+
+    # ------------------------------------------------------------------ journal
+
+    def _write(self, row: dict[str, Any]) -> None:
+        # Called under the lock. One short line per event, flushed at once: a SIGKILL loses nothing written.
+        if self.journal_path is None:
+            return
+        if self._journal is None:
+            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            self._journal = self.journal_path.open("a", encoding="utf-8")
+        row["t"] = round(self.elapsed_s, 3)
+        self._journal.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._journal.flush()
+
+    def mark(self) -> None:
+        """Record the running time (so a resumed run's clock starts where this one was)."""
+        with self._lock:
+            self._write({})
+
+    def resume(self) -> None:
+        """Load the totals of the journal's earlier sessions (a request reserved but never settled counts as
+        sent: it may have reached the provider)."""
+        path = self.journal_path
+        if path is None or not path.is_file():
+            return
+        pending = 0
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill: its request is counted by its reservation
+                if not isinstance(row, dict):
+                    continue
+                self.prior_s = max(self.prior_s, float(row.get("t") or 0.0))
+                if row.get("r"):
+                    self.calls += 1
+                    pending += 1
+                elif row.get("u"):
+                    self.calls -= 1
+                    pending -= 1
+                elif "f" in row:
+                    pending -= 1
+                    self.errors += 1
+                    self.failures[str(row["f"])] += 1
+                elif "pt" in row:
+                    pending -= 1
+                    self.prompt_tokens += int(row.get("pt") or 0)
+                    self.completion_tokens += int(row.get("ct") or 0)
+                    self.dollars += float(row.get("d") or 0.0)
+                    if row.get("n"):
+                        self.notes[str(row["n"])] += 1
+        self.failures["unsettled"] += max(0, pending)
+        if not self.failures["unsettled"]:
+            del self.failures["unsettled"]
+        self.started = time.monotonic()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None

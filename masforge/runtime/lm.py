@@ -17,35 +17,80 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
-from masforge.errors import BudgetExceeded, ConfigError, LMError  # noqa: E402
+from masforge.errors import BudgetExceeded, ConfigError, LMError, LocalModelError  # noqa: E402
 from masforge.redact import redact, register_secret  # noqa: E402
-from masforge.runtime.endpoint import PLAIN_EXTRA, Endpoint, EndpointError, catalog_price  # noqa: E402
-from masforge.runtime.ledger import Budget, Completion, Ledger  # noqa: E402
+from masforge.runtime.budget import Budget  # noqa: E402
+from masforge.runtime.endpoint import (  # noqa: E402
+    PLAIN_EXTRA,
+    Endpoint,
+    EndpointError,
+    catalog_price,
+    retry_after_seconds,
+)
+from masforge.runtime.ledger import Completion, Ledger  # noqa: E402
 from masforge.runtime.lm_cache import LMCache, default_cache_path  # noqa: E402
 from masforge.runtime.lm_config import LMConfig, check_credentials, parse_lm, with_temperature  # noqa: E402
 from masforge.runtime.standalone.connect import completion_request  # noqa: E402
-from masforge.runtime.trace import LMCall, note_lm_call  # noqa: E402
+from masforge.runtime.trace import (  # noqa: E402
+    LMCall,
+    first_incident,
+    note_incident,
+    note_lm_call,
+    waiting_on_provider,
+)
 
 __all__ = ["Budget", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger", "Messages",
-           "Responder", "check_credentials", "default_cache_path", "parse_lm", "with_temperature"]
+           "Responder", "check_credentials", "default_cache_path", "failure_kind", "parse_lm", "with_temperature"]
 
 Messages = list[dict[str, Any]]
 Responder = Callable[[Messages, dict[str, Any]], str]
 
+# Failure kinds of one request (the ledger counts them). Transient ones are retried; all but client_error are
+# the provider's fault, so an example that meets one for good is unscored rather than wrong.
+TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection", "bad_answer"})
+_CLIENT_ERRORS = ("BadRequestError", "ContextWindowExceededError", "ContentPolicyViolationError",
+                  "UnprocessableEntityError")
+MAX_RETRY_AFTER_S = 60.0
+CHARS_PER_TOKEN_CAP = 16
+"""An answer longer than max_tokens x this many characters cannot be honest: it is cut there."""
 
-_TRANSIENT_NAMES = ("RateLimitError", "Timeout", "APIConnectionError", "ServiceUnavailableError",
-                    "InternalServerError", "APIError", "BadGatewayError")
+
+def failure_kind(exc: BaseException) -> str:
+    """What kind of failure a request met: rate_limit, server_error, timeout, connection, bad_answer, access,
+    not_found, client_error (the request itself was refused) or error (anything else)."""
+    kind = getattr(exc, "kind", None)
+    if isinstance(exc, EndpointError) and isinstance(kind, str):
+        return kind
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    if isinstance(exc, TimeoutError) or "Timeout" in name or status == 408:
+        return "timeout"
+    if isinstance(exc, ConnectionError) or name == "APIConnectionError":
+        return "connection"
+    if status == 429 or name == "RateLimitError":
+        return "rate_limit"
+    if (status is not None and status >= 500) or name in ("ServiceUnavailableError", "InternalServerError",
+                                                           "APIError", "BadGatewayError"):
+        return "server_error"
+    if status in (401, 403) or name in ("AuthenticationError", "PermissionDeniedError"):
+        return "access"
+    if status == 404 or name == "NotFoundError":
+        return "not_found"
+    if name in _CLIENT_ERRORS or (status is not None and 400 <= status < 500):
+        return "client_error"
+    return "error"
 
 
 def _is_transient(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    if name in ("BadRequestError", "AuthenticationError", "NotFoundError", "PermissionDeniedError",
-                "ContextWindowExceededError", "ContentPolicyViolationError", "UnprocessableEntityError"):
-        return False
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and (status in (408, 429) or status >= 500):
-        return True
-    return name in _TRANSIENT_NAMES or isinstance(exc, TimeoutError | ConnectionError)
+    return failure_kind(exc) in TRANSIENT_KINDS
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    wait = getattr(exc, "retry_after", None)
+    if isinstance(wait, int | float):
+        return float(wait)
+    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
 
 class LMClient:
@@ -118,49 +163,89 @@ class LMClient:
             if hit is not None:
                 c = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["cost"], 0.0,
                                True, cfg.model)
-                self._account(alias, c)
+                self.ledger.add(c)
+                self._note(alias, c)
                 return c
+        failed = first_incident()
+        if failed is not None:
+            # This example is unscored already (the provider failed it): more requests cannot change that.
+            raise LMError(f"not sent: an earlier LM call of this example failed ({failed[:200]})", infrastructure=True)
         self.ledger.check()
         with self._semaphore(cfg):
-            self.ledger.check()
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format)
-        # Counted before cached: a process dying in between has then at worst paid and counted a call that a
-        # retry pays again, never cached an answer nobody counted (which a retry would get for free).
-        self._account(alias, c)
+        # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
+        # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
             self.cache.put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
                                  "completion_tokens": c.completion_tokens, "cost": c.cost})
+        self._note(alias, c)
         return c
 
-    def _account(self, alias: str, c: Completion) -> None:
-        self.ledger.add(c)
+    def _note(self, alias: str, c: Completion) -> None:
         note_lm_call(LMCall(alias=alias, model=c.model, prompt_tokens=c.prompt_tokens,
                             completion_tokens=c.completion_tokens, cost=c.cost, latency_s=c.latency_s,
                             cached=c.cached))
 
     def _call_with_retries(self, cfg: LMConfig, messages: Messages, temp: float, mtok: int, sample: int,
                            response_format: dict[str, Any] | None) -> Completion:
+        """At most ``1 + num_retries`` requests, each reserved in the ledger before it is sent (so retries count
+        against the budget and stop with it) and settled or failed when it ends. An empty answer is asked again
+        once (a provider glitch, if it was one, rarely repeats; a model that really says nothing is then
+        believed)."""
         attempt = 0
         while True:
+            self.ledger.reserve(attempt + 1)
             start = time.perf_counter()
             try:
-                if cfg.is_fake:
-                    return self._fake(cfg, messages, temp, sample, start)
-                return self._litellm(cfg, messages, temp, mtok, sample, response_format, start)
-            except (BudgetExceeded, ConfigError):
+                with waiting_on_provider():
+                    if cfg.is_fake:
+                        c = self._fake(cfg, messages, temp, sample, start)
+                    else:
+                        c = self._litellm(cfg, messages, temp, mtok, sample, response_format, start)
+            except (BudgetExceeded, ConfigError, LocalModelError):
+                self.ledger.release()  # nothing was sent
                 raise
-            except Exception as exc:
-                if not _is_transient(exc) or attempt >= cfg.num_retries:
-                    self.ledger.add_error()
-                    note_lm_call(LMCall(alias="", model=cfg.model, latency_s=time.perf_counter() - start,
-                                        error=redact(f"{type(exc).__name__}: {exc}")[:300]))
-                    text = redact(str(exc)).strip()  # before cutting: a cut key would no longer be recognised
-                    first = text.splitlines()[0][:300] if text else ""
-                    tries = f" after {attempt + 1} tries" if attempt else ""
-                    raise LMError(f"LM '{cfg.model}' failed{tries}: {type(exc).__name__}: {first}") from exc
-                # Exponential backoff with jitter, capped: rate limits clear in seconds, not minutes.
-                time.sleep(min(20.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+            except BaseException as exc:
+                kind = failure_kind(exc) if isinstance(exc, Exception) else "interrupted"
+                self.ledger.fail(kind)
+                if not isinstance(exc, Exception):
+                    raise
+                if kind not in TRANSIENT_KINDS or attempt >= cfg.num_retries:
+                    raise self._give_up(cfg, exc, kind, attempt, start) from exc
+                wait = _retry_after(exc)
+                if wait is None:  # exponential backoff with jitter, capped: rate limits clear in seconds
+                    wait = min(20.0, 0.5 * 2**attempt) * (0.5 + random.random())
+                time.sleep(min(wait, MAX_RETRY_AFTER_S))
                 attempt += 1
+                continue
+            note = self._check_answer(c, mtok)
+            self.ledger.settle(c, note)
+            if note == "empty" and attempt == 0 and cfg.num_retries > 0:
+                attempt += 1
+                continue
+            return c
+
+    def _check_answer(self, c: Completion, mtok: int) -> str | None:
+        """A note on an odd answer (``empty``, ``overlong``); cuts one longer than max_tokens allows."""
+        if not c.text.strip():
+            return "empty"
+        cap = max(mtok, 1) * CHARS_PER_TOKEN_CAP
+        if len(c.text) > cap:
+            c.text = c.text[:cap]
+            return "overlong"
+        return None
+
+    def _give_up(self, cfg: LMConfig, exc: Exception, kind: str, attempt: int, start: float) -> LMError:
+        detail = redact(str(exc)).strip()  # before cutting: a cut key would no longer be recognised
+        first = detail.splitlines()[0][:300] if detail else ""
+        tries = f" after {attempt + 1} tries" if attempt else ""
+        text = f"LM '{cfg.model}' failed{tries}: {type(exc).__name__}: {first}"
+        infrastructure = kind != "client_error"
+        note_lm_call(LMCall(alias="", model=cfg.model, latency_s=time.perf_counter() - start,
+                            error=redact(f"{type(exc).__name__}: {exc}")[:300]))
+        if infrastructure:
+            note_incident(text)
+        return LMError(text, infrastructure=infrastructure)
 
     def _fake(self, cfg: LMConfig, messages: Messages, temp: float, sample: int, start: float) -> Completion:
         from masforge.runtime.fake_lm import fake_reply
@@ -186,11 +271,11 @@ class LMClient:
                                                response_format, start)
         import litellm
 
-        # Retries are ours (_call_with_retries), so litellm makes one attempt.
+        # Retries are ours (_call_with_retries), so litellm makes one attempt (and the OpenAI SDK under it none).
         resp = litellm.completion(**completion_request(
             model, messages, temperature=temp, max_tokens=mtok, api_base=api_base, api_key=api_key,
             timeout_s=cfg.timeout_s, num_retries=0, extra=cfg.extra, response_format=response_format,
-            seed=self.seed, sample=sample))
+            seed=self.seed, sample=sample), max_retries=0)
         text = resp.choices[0].message.content or ""
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)

@@ -6,6 +6,7 @@ Recording uses context variables, so concurrent evaluations in threads each get 
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,3 +136,64 @@ def note_lm_call(lm_call: LMCall) -> None:
     trace = _current_trace.get()
     if trace is not None:
         trace.calls.append(AgentCall(agent="(direct)", lm_calls=[lm_call], latency_s=lm_call.latency_s))
+
+
+@dataclass
+class Incidents:
+    """Infrastructure failures met while one example ran (the provider or the sandbox failed, not the system),
+    and how many LM requests of it are waiting on a provider right now."""
+
+    failures: list[str] = field(default_factory=list)
+    waiting: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, text: str) -> None:
+        with self._lock:
+            self.failures.append(text)
+
+    def wait(self, delta: int) -> None:
+        with self._lock:
+            self.waiting += delta
+
+
+_current_incidents: contextvars.ContextVar[Incidents | None] = contextvars.ContextVar("masforge_incidents",
+                                                                                       default=None)
+
+
+@contextmanager
+def watching_incidents(incidents: Incidents | None = None) -> Iterator[Incidents]:
+    """Collect the infrastructure failures of the code inside the block (threads copying the context too)."""
+    incidents = incidents if incidents is not None else Incidents()
+    token = _current_incidents.set(incidents)
+    try:
+        yield incidents
+    finally:
+        _current_incidents.reset(token)
+
+
+def note_incident(text: str) -> None:
+    """Record an infrastructure failure for the example being run (no-op outside :func:`watching_incidents`)."""
+    incidents = _current_incidents.get()
+    if incidents is not None:
+        incidents.add(text)
+
+
+def first_incident() -> str | None:
+    """The first infrastructure failure of the example being run, if it met one."""
+    incidents = _current_incidents.get()
+    return incidents.failures[0] if incidents is not None and incidents.failures else None
+
+
+@contextmanager
+def waiting_on_provider() -> Iterator[None]:
+    """Mark an LM request of the current example as in flight (a timeout then is the provider's, not the
+    system's)."""
+    incidents = _current_incidents.get()
+    if incidents is None:
+        yield
+        return
+    incidents.wait(1)
+    try:
+        yield
+    finally:
+        incidents.wait(-1)

@@ -15,6 +15,14 @@ lists, in ``[[ ## field ## ]]`` sections ending with ``[[ ## completed ## ]]``; 
 notes dspy puts in the prompt (``int`` -> ``0``, ``bool`` -> ``True``, a JSON schema -> a minimal instance);
 plain ``str`` fields read ``stub <field>``.
 
+With ``faults`` it is a flaky provider: each chat request, drawn from a seeded generator, gets one of the
+:data:`FAULTS` at its rate (429 or 500 with ``Retry-After``, a hang past the client's timeout, a dropped
+connection, a body cut short, invalid JSON, an empty or an absurdly long completion) and the server counts what
+it injected (``injected``) and the tokens of the answers it delivered (``delivered_tokens``)::
+
+    with StubServer(faults={"rate_limit": 0.1, "drop": 0.05}, fault_seed=1) as flaky: ...
+    StubServer(faults=StubServer.uniform_faults(0.3))   # 30% of requests fail, spread over every kind
+
 ``python -m masforge.testing.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
 """
 
@@ -24,18 +32,25 @@ import argparse
 import contextlib
 import itertools
 import json
+import random
 import re
 import signal
 import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-__all__ = ["Responder", "StubServer", "default_responder", "example_from_schema", "main"]
+__all__ = ["FAULTS", "Responder", "StubServer", "default_responder", "example_from_schema", "main"]
+
+FAULTS = ("rate_limit", "server_error", "hang", "drop", "cut_body", "bad_json", "empty", "long")
+"""What a flaky provider does to a request: 429 / 500 with Retry-After; no answer until past the client's
+timeout; the connection closed without an answer; a 200 whose body stops half-way; a 200 that is not JSON; a
+completion with no text; a completion far longer than max_tokens allows."""
 
 Responder = Callable[[list[dict[str, Any]], dict[str, Any]], "str | None"]
 """``responder(messages, body)`` returns the reply text, or None to fall back to :func:`default_responder`."""
@@ -229,6 +244,12 @@ class _HTTPServer(ThreadingHTTPServer):
         self.stub = stub
         super().__init__(addr, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (killed, timed out) is routine here, not a traceback on stderr."""
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so pooled clients reuse connections
@@ -250,7 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- responses ----------------------------------------------------------------------------------
 
-    def _send(self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None,
+              cut: bool = False) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -258,7 +280,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         with contextlib.suppress(OSError):
-            self.wfile.write(payload)
+            self.wfile.write(payload[: len(payload) // 2] if cut else payload)
+            if cut:  # the promised length never arrives
+                self.wfile.flush()
+                self._drop()
 
     def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(obj).encode("utf-8"), "application/json", headers)
@@ -301,15 +326,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "request body must be a JSON object with a 'messages' list")
             return
         stub = self.server.stub
-        fail = stub._enter(body)
+        fault = stub._enter(body)
         try:
             if stub.latency_s > 0:
                 time.sleep(stub.latency_s)
+            if fault == "hang":
+                time.sleep(stub.hang_s)
             auth = str(self.headers.get("Authorization") or "")
-            status, payload, content_type, headers = _answer(stub, body, fail, auth)
+            status, payload, content_type, headers = _answer(stub, body, fault, auth)
         finally:
             stub._leave()  # before the reply goes out: a client that has its answer sees in_flight drop
-        self._send(status, payload, content_type, headers)
+        if fault in ("hang", "drop"):
+            self._drop()
+        elif fault == "cut_body":
+            self._send(status, payload, content_type, headers, cut=True)
+        else:
+            self._send(status, payload, content_type, headers)
+
+    def _drop(self) -> None:
+        """Close the connection without a word (what a crashed proxy or a dead worker does)."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
 
 _Reply = tuple[int, bytes, str, dict[str, str]]
@@ -319,13 +357,14 @@ def _json_reply(status: int, obj: Any, headers: dict[str, str] | None = None) ->
     return status, json.dumps(obj).encode("utf-8"), "application/json", headers or {}
 
 
-def _answer(stub: StubServer, body: dict[str, Any], fail: bool, auth: str = "") -> _Reply:
+def _answer(stub: StubServer, body: dict[str, Any], fault: str | None, auth: str = "") -> _Reply:
     """The HTTP reply to a counted chat request: an injected failure, a completion, or an SSE stream."""
-    if fail:
-        status = stub.fail_status
+    if fault in ("fail", "rate_limit", "server_error"):
+        status = stub.fail_status if fault == "fail" else 429 if fault == "rate_limit" else 500
+        wait = stub.retry_after if fault == "fail" else stub.fault_retry_after
         headers = {}
-        if stub.retry_after is not None:
-            headers = {"Retry-After": f"{stub.retry_after:g}", "retry-after-ms": f"{stub.retry_after * 1000:.0f}"}
+        if wait is not None:
+            headers = {"Retry-After": f"{wait:g}", "retry-after-ms": f"{wait * 1000:.0f}"}
         kind = "rate_limit_error" if status == 429 else "server_error"
         message = f"stub: injected failure (HTTP {status})"
         if stub.echo_auth:
@@ -335,14 +374,23 @@ def _answer(stub: StubServer, body: dict[str, Any], fail: bool, auth: str = "") 
             kind = "invalid_request_error"
         error = {"message": message, "type": kind, "param": None, "code": status}
         return _json_reply(status, {"error": error}, headers)
+    if fault == "bad_json":
+        return 200, b"<html><body>502 Bad Gateway</body></html>", "application/json", {}
     try:
         text = stub.reply(body)
     except Exception as exc:  # a broken responder is a 500 the test can see, not a dead thread
         message = f"stub responder failed: {type(exc).__name__}: {exc}"
         return _json_reply(500, {"error": {"message": message, "type": "server_error", "param": None, "code": 500}})
+    if fault == "empty":
+        text = ""
+    elif fault == "long":
+        text = (text + " ") * max(1, stub.long_chars // max(len(text) + 1, 1))
     if body.get("stream"):
         return 200, _sse(stub, body, text), "text/event-stream", {"Cache-Control": "no-cache"}
-    return _json_reply(200, _completion(stub, body, text))
+    answer = _completion(stub, body, text)
+    if fault in (None, "empty", "long"):  # what the client receives in full, and will be billed for
+        stub._delivered(answer["usage"])
+    return _json_reply(200, answer)
 
 
 def _usage(body: dict[str, Any], text: str, n: int) -> dict[str, int]:
@@ -393,6 +441,10 @@ class StubServer:
     get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if ``retry_after`` is set);
     with ``echo_auth`` that body quotes the request's API key and ``Authorization`` header, as some providers'
     401 answers do.
+
+    ``faults`` maps kinds of :data:`FAULTS` to rates (their sum at most 1): each later request draws its fate
+    from a generator seeded with ``fault_seed``. A hang lasts ``hang_s``; a long completion is ``long_chars``
+    characters; 429 and 500 faults carry ``Retry-After: fault_retry_after``.
     """
 
     def __init__(
@@ -407,7 +459,18 @@ class StubServer:
         echo_auth: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
+        faults: dict[str, float] | None = None,
+        fault_seed: int = 0,
+        hang_s: float = 2.0,
+        long_chars: int = 200_000,
+        fault_retry_after: float | None = 0.05,
     ) -> None:
+        faults = dict(faults or {})
+        unknown = [k for k in faults if k not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown fault '{unknown[0]}' (faults: {', '.join(FAULTS)})")
+        if any(r < 0 for r in faults.values()) or sum(faults.values()) > 1 + 1e-9:
+            raise ValueError("fault rates must be >= 0 and sum to at most 1")
         if latency_s < 0 or fail_first_n < 0:
             raise ValueError("latency_s and fail_first_n must not be negative")
         if not 400 <= fail_status <= 599:
@@ -419,6 +482,13 @@ class StubServer:
         self.fail_status = fail_status
         self.retry_after = retry_after
         self.echo_auth = echo_auth
+        self.faults = faults
+        self.hang_s = hang_s
+        self.long_chars = long_chars
+        self.fault_retry_after = fault_retry_after
+        self._fault_rng = random.Random(fault_seed)
+        self._injected: Counter[str] = Counter()
+        self._delivered_usage: Counter[str] = Counter()
         self.host = host
         self.requested_port = port
         self.last_body: dict[str, Any] | None = None
@@ -458,11 +528,36 @@ class StubServer:
         with self._lock:
             return self._max_in_flight
 
+    @property
+    def injected(self) -> dict[str, int]:
+        """Faults injected so far, by kind (``fail`` for the first-N failures)."""
+        with self._lock:
+            return dict(self._injected)
+
+    @property
+    def delivered_tokens(self) -> dict[str, int]:
+        """Prompt, completion and total tokens of the completions delivered whole (what a client is billed)."""
+        with self._lock:
+            return {k: self._delivered_usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+    @property
+    def delivered(self) -> int:
+        """Completions delivered whole."""
+        with self._lock:
+            return self._delivered_usage["answers"]
+
+    @staticmethod
+    def uniform_faults(rate: float) -> dict[str, float]:
+        """``rate`` of the requests faulty, spread evenly over every kind of :data:`FAULTS`."""
+        return {kind: rate / len(FAULTS) for kind in FAULTS}
+
     def reset_counters(self) -> None:
         """Zero ``requests``, ``failures`` and ``max_in_flight`` (injected failures start over)."""
         with self._lock:
             self._requests = self._failed = 0
             self._max_in_flight = self._in_flight
+            self._injected.clear()
+            self._delivered_usage.clear()
 
     # -- addresses ---------------------------------------------------------------------------------
 
@@ -540,8 +635,8 @@ class StubServer:
         text = self.responder(messages, body) if self.responder is not None else None
         return text if text is not None else default_responder(messages, body)
 
-    def _enter(self, body: dict[str, Any]) -> bool:
-        """Count a request; return whether it must get an injected failure."""
+    def _enter(self, body: dict[str, Any]) -> str | None:
+        """Count a request; return the fault it gets (``fail`` for the first N), or None."""
         with self._lock:
             self._requests += 1
             self._in_flight += 1
@@ -549,8 +644,22 @@ class StubServer:
             self.last_body = body
             if self._failed < self.fail_first_n:
                 self._failed += 1
-                return True
-            return False
+                self._injected["fail"] += 1
+                return "fail"
+            if not self.faults:
+                return None
+            draw = self._fault_rng.random()
+            for kind, rate in self.faults.items():
+                if draw < rate:
+                    self._injected[kind] += 1
+                    return kind
+                draw -= rate
+            return None
+
+    def _delivered(self, usage: dict[str, int]) -> None:
+        with self._lock:
+            self._delivered_usage.update(usage)
+            self._delivered_usage["answers"] += 1
 
     def _leave(self) -> None:
         with self._lock:
@@ -582,6 +691,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds slept per chat request")
     parser.add_argument("--fail-first-n", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
+    parser.add_argument("--faults", type=float, default=0.0, help="share of requests given a fault, spread over "
+                        f"every kind ({', '.join(FAULTS)})")
+    parser.add_argument("--fault-seed", type=int, default=0)
     args = parser.parse_args(argv)
     stub = StubServer(
         args.latency,
@@ -590,6 +702,8 @@ def main(argv: list[str] | None = None) -> None:
         fail_status=args.fail_status,
         host=args.host,
         port=args.port,
+        faults=StubServer.uniform_faults(args.faults) if args.faults else None,
+        fault_seed=args.fault_seed,
     )
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -453,7 +453,7 @@ class Knapsack(Strategy):
                 return None
             if cand is None:
                 return 0.0, "rejected by the runtime"
-            errors = sum(v for k, v in cand.failures.items() if k != "wrong")
+            errors = sum(v for k, v in cand.failures.items() if k not in ("wrong", "unscored"))
             n = max(1, len(ctx.evaluator.examples))
             broken = f"errors on {errors} of {n} probes" if errors / n >= self.broken_fraction else None
             return cand.score, broken
@@ -463,9 +463,9 @@ class Knapsack(Strategy):
             return None
         except MasforgeError as exc:
             return 0.0, f"cannot run: {str(exc)[:200]}"
-        if report.stopped:
-            return None
-        errors = [e for e in report.examples if e.error]
+        if report.stopped or report.incomplete:
+            return None  # no budget left, or the provider is failing: no value can be measured now
+        errors = [e for e in report.scored if e.error]
         if report.n and len(errors) / report.n >= self.broken_fraction:
             kind = errors[0].error_kind or "error"
             return report.score, f"errors on {len(errors)} of {report.n} probes ({kind}: {errors[0].error[:120]})"
