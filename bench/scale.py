@@ -190,7 +190,8 @@ TUNE = """
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
     from masforge.runtime.lm import LMClient, LMConfig
-    from masforge.search.context import SearchContext, SearchLimits
+    from masforge.runtime.budget import Budget
+    from masforge.search.context import SearchContext
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed
 
@@ -202,7 +203,7 @@ TUNE = """
     paid = []
     archive = MemoryArchive() if archive_path == "memory" else Archive.open(archive_path, create=True)
     ctx = SearchContext(task, Evaluator(task, client, limit=4, concurrency=8), client, archive,
-                        run_id=f"p{os.getpid()}", limits=SearchLimits(max_candidates=None),
+                        run_id=f"p{os.getpid()}", budget=Budget(),
                         on_event=lambda kind, d: paid.append(1) if kind == "candidate" and not d["reused"] else None)
     base = load_seed("cot")
     Evaluator(task, client, limit=4, concurrency=8).evaluate(base)  # warm-up outside the archive: lazy imports

@@ -253,6 +253,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             merged.update({k: v for k, v in given.items() if k in _RESUME_OVERRIDES and k != "budget"})
             merged["budget"] = {**merged["budget"], **given.get("budget", {})}
             cfg = RunConfig.from_data(merged)
+            cfg.dump(run_dir / "config.yaml")  # a later plain resume keeps the raised limits
         else:
             cfg = saved
     elif cfg is None:

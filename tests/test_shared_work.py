@@ -165,7 +165,8 @@ TUNE = """
     from masforge.evaluators.tasks import Task
     from masforge.runtime.fake_lm import fake_reply
     from masforge.runtime.lm import LMClient
-    from masforge.search.context import SearchContext, SearchLimits
+    from masforge.runtime.budget import Budget
+    from masforge.search.context import SearchContext
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed
 
@@ -184,7 +185,7 @@ TUNE = """
     archive = Archive.open(archive_path, create=True)
     paid = []
     ctx = SearchContext(task, Evaluator(task, client, limit=2, concurrency=2), client, archive,
-                        run_id=f"p{os.getpid()}", limits=SearchLimits(max_candidates=None),
+                        run_id=f"p{os.getpid()}", budget=Budget(),
                         on_event=lambda kind, d: paid.append(d["candidate"].id)
                         if kind == "candidate" and not d["reused"] else None)
     base = load_seed("cot")
