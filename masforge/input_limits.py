@@ -213,6 +213,8 @@ def format_yaml_error(origin: object, exc: yaml.YAMLError, what: str = "") -> st
     problem = getattr(exc, "problem", None) or "syntax error"
     if "expected a single document" in str(exc):
         problem = "more than one document (remove the '---' separators)"
+    if "maximum nesting depth" in problem:  # libyaml's own bound (1,000 levels) is past ours: say ours
+        return f"{origin}{where}: nested deeper than {current_limits().max_depth} levels; flatten it"
     return f"{origin}{where}: invalid YAML{f' in {what}' if what else ''} ({problem})"
 
 

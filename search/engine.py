@@ -13,8 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import statistics
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +33,7 @@ from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
 from masforge.redact import install_log_redaction, redact_data
-from masforge.runtime.budget import Budget, free_lm_warning
+from masforge.runtime.budget import Budget, Stop, free_lm_warning
 from masforge.runtime.endpoint import catalog_price
 from masforge.runtime.isolation import sandbox_status
 from masforge.runtime.lm import Ledger, LMClient, LMConfig, check_credentials, parse_lm
@@ -108,6 +112,27 @@ class SearchResult:
         from masforge.archive.store import Archive
 
         return Archive.open(self.archive_path)
+
+
+@contextmanager
+def _ctrl_c_stops(ctx: SearchContext) -> Iterator[None]:
+    """While the search runs, Ctrl-C also halts the search context before raising KeyboardInterrupt, so the
+    search stops at its next check even where a library below us catches the interrupt. A SIGINT the user
+    set to be ignored (a background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        ctx.halt(Stop("interrupted", "Ctrl-C", "interrupted (Ctrl-C)"))
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 _RESUME_OVERRIDES = ("budget", "concurrency", "executor", "ray_address", "ray_workers")
@@ -324,7 +349,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     stop_reason: str | None = None
     seed_ids: set[str] = set()
     try:
-        with ui:
+        with ui, _ctrl_c_stops(ctx):
             for line in [_budget_plan(cfg, search_budget), *warnings]:
                 ctx.emit("notice", text=line, warning=line in warnings)
             if log:
@@ -354,6 +379,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                 stop_reason = ctx.stop_reason or "strategies finished"
             except BudgetExceeded as exc:
                 stop_reason = ctx.stop_reason or exc.limit
+            if ctx.stopped is not None and ctx.stopped.limit == "interrupted":
+                stop_reason = "interrupted"  # the Ctrl-C itself was swallowed by code below us: the flag stands
     except KeyboardInterrupt:
         stop_reason = "interrupted"
     finally:

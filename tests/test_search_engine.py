@@ -146,8 +146,10 @@ def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
         "main()\n"
     )
     env = {**os.environ, "MASFORGE_CACHE": str(tmp_path / "cache2")}
+    # (a SIGINT the test runner ignores would be inherited, and Python then leaves Ctrl-C ignored too)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 90
     while time.time() < deadline:
         events = list((tmp_path / "runs").glob("*/events.jsonl"))
