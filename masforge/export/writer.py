@@ -85,21 +85,16 @@ def _file_head(doc: str, kind: str, genome: Genome) -> list[str]:
 
 
 def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
-    """The genome ``ref`` names: a genome file, a seed name or a genome id prefix in ``archive``."""
-    from masforge.genome.io import load_genome
-    from masforge.seeds import load_seed, seed_names
+    """The genome ``ref`` names: a genome file or a seed name (as everywhere, :func:`masforge.seeds.resolve_genome`),
+    or a genome id prefix in ``archive``. An already exported module is refused with the way out."""
+    from masforge.seeds import resolve_genome as resolve_file_or_seed
+    from masforge.seeds import seed_names
 
     path = Path(ref)
-    if path.is_file():
-        if is_exported(path):
-            raise GenomeError(f"{path}: is already an exported module; export the genome it came from "
-                              "(its id is in MASFORGE_EXPORT) instead")
-        return load_genome(path)
-    if path.suffix.lower() in (".yaml", ".yml", ".json", ".py"):
-        raise GenomeError(f"{path}: no such genome file")
-    if ref in seed_names():
-        return load_seed(ref)
-    if re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
+    if path.is_file() and is_exported(path):
+        raise GenomeError(f"{path}: is already an exported module; export the genome it came from "
+                          "(its id is in MASFORGE_EXPORT) instead")
+    if not path.is_file() and ref not in seed_names() and re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
         from masforge.archive.store import Archive
 
         where = Path(archive) if archive is not None else Path("runs/latest/archive")
@@ -108,8 +103,13 @@ def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
                                "a run's archive is <run folder>/archive)")
         with Archive.open(where) as arch:
             return arch.genome(ref)
-    raise GenomeError(f"'{ref}' is neither a genome file, a seed (seeds: {', '.join(seed_names())}) "
-                      "nor a genome id (hex digits)")
+    try:
+        return resolve_file_or_seed(ref)
+    except GenomeError as exc:
+        if "neither a genome file nor a seed" in str(exc):
+            raise GenomeError(f"'{ref}' is neither a genome file, a seed (seeds: {', '.join(seed_names())}) "
+                              "nor a genome id (hex digits)") from None
+        raise
 
 
 def resolve_export(ref: str, archive: str | Path | None = None) -> tuple[Genome, LMConfig | None]:
