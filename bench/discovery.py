@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+CACHE_FILE = Path(__file__).resolve().parent / "cache" / "discovery_lm_cache.sqlite.gz"
 SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate", "reflexion_code"]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
 
@@ -216,6 +218,10 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         f"({'all' if args.test_limit is None else args.test_limit} examples). (found - best seed) is the paired "
         "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
         "proposals that were valid and ran; `dups` = proposals skipped as already tried.",
+        "",
+        f"Command: `python bench/discovery.py {' '.join(sys.argv[1:])}`. The LM answers of this run are committed "
+        f"as `{CACHE_FILE.relative_to(RESULTS.parent.parent)}`: unpack it and point `MASFORGE_LM_CACHE` at it to "
+        "re-run or continue the benchmark without generating any answer twice.",
         "",
         "| strategy | best seed (val / test) | best found (val / test) | found - seed on test [95% CI] | "
         "top-3 found, test | valid | dups | LM calls | minutes |",
