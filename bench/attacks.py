@@ -28,6 +28,8 @@ from masforge.runtime.sandbox import run_python  # noqa: E402
 from masforge.testing.hostile import ATTACKS, Outcome, forms_of, kill_masforge_mid_run, run_attack  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+from common import write_section  # noqa: E402
+
 BEGIN, END = "<!-- sandbox:begin (bench/attacks.py) -->", "<!-- sandbox:end -->"
 
 
@@ -148,13 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if args.write:
         path = RESULTS / "reliability.md"
-        old = path.read_text(encoding="utf-8") if path.exists() else "# Reliability and security\n\n"
-        block = f"{BEGIN}\n{text}{END}\n"
-        if BEGIN in old and END in old:
-            new = old.split(BEGIN, 1)[0] + block + old.split(END, 1)[1].lstrip("\n")
-        else:
-            new = old.rstrip("\n") + "\n\n" + block
-        path.write_text(new, encoding="utf-8")
+        write_section(path, BEGIN, END, text)
         print(f"written to {path}", file=sys.stderr)
 
 

@@ -36,6 +36,8 @@ from masforge.search.engine import run_search  # noqa: E402
 from masforge.testing.stub_server import FAULTS, StubServer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+from common import write_section  # noqa: E402
+
 BEGIN, END = "<!-- faults:begin (bench/faults.py) -->", "<!-- faults:end -->"
 # injected fault -> the kind the client must book it under (failures, or notes for delivered answers)
 BOOKED = {"rate_limit": ("failures", "rate_limit"), "server_error": ("failures", "server_error"),
@@ -191,18 +193,6 @@ def budgets(work: Path) -> list[str]:
     return rows
 
 
-def write_section(text: str) -> None:
-    path = RESULTS / "reliability.md"
-    body = path.read_text(encoding="utf-8") if path.exists() else "# Reliability and security\n"
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in body and END in body:
-        head, rest = body.split(BEGIN, 1)
-        body = head + block + rest.split(END, 1)[1]
-    else:
-        body = body.rstrip() + "\n\n" + block + "\n"
-    path.write_text(body, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="LM calls per fault rate in the client soak")
@@ -245,7 +235,7 @@ def main() -> None:
     ])
     print(text)
     if args.write:
-        write_section(text)
+        write_section(RESULTS / "reliability.md", BEGIN, END, text)
         print(f"written to {RESULTS / 'reliability.md'}", file=sys.stderr)
 
 

@@ -26,19 +26,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from masforge.testing.kill_resume import kill_and_resume  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+from common import write_section  # noqa: E402
+
 BEGIN, END = "<!-- kills:begin (bench/kill_resume.py) -->", "<!-- kills:end -->"
-
-
-def write_section(text: str) -> None:
-    path = RESULTS / "reliability.md"
-    body = path.read_text(encoding="utf-8") if path.exists() else "# Reliability and security\n"
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in body and END in body:
-        head, rest = body.split(BEGIN, 1)
-        body = head + block + rest.split(END, 1)[1]
-    else:
-        body = body.rstrip() + "\n\n" + block + "\n"
-    path.write_text(body, encoding="utf-8")
 
 
 def main() -> None:
@@ -95,7 +85,7 @@ def main() -> None:
     ])
     print(text)
     if args.write:
-        write_section(text)
+        write_section(RESULTS / "reliability.md", BEGIN, END, text)
         print(f"written to {RESULTS / 'reliability.md'}", file=sys.stderr)
 
 

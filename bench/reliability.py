@@ -43,6 +43,8 @@ from masforge.seeds import load_seed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "reliability.md"
+from common import write_section  # noqa: E402
+
 BEGIN, END = "<!-- harden:begin (bench/reliability.py) -->", "<!-- harden:end -->"
 PY = sys.executable
 
@@ -299,19 +301,6 @@ def secrets() -> list[str]:
 # ---------------------------------------------------------------------------------------------- main
 
 
-def write_section(lines: list[str]) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    old = RESULTS.read_text(encoding="utf-8") if RESULTS.is_file() else "# Reliability\n\n"
-    section = "\n".join([BEGIN, *lines, END])
-    if BEGIN in old and END in old:
-        head, _, rest = old.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        new = head + section + tail
-    else:
-        new = old.rstrip("\n") + "\n\n" + section + "\n"
-    RESULTS.write_text(new, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=40)
@@ -374,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *secret_rows,
         ]
-        write_section(lines)
+        write_section(RESULTS, BEGIN, END, "\n".join(lines))
         print("\n".join(lines))
         return 1 if fuzz_failures else 0
     finally:

@@ -34,44 +34,16 @@ import sys
 import tempfile
 import textwrap
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from common import RESULTS, child_stub, make_task  # noqa: E402
+
 from masforge.evaluators.executors import make_executor  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
-from masforge.evaluators.tasks import Task  # noqa: E402
 from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def make_task(n: int, tag: str) -> Task:
-    examples = [{"id": f"{tag}/{i}", "question": f"[{tag}] What is {i} + {i}?", "answer": str(2 * i)}
-                for i in range(n)]
-
-    def answered(outputs) -> float:
-        return 1.0 if str(outputs.get("answer", "")).strip() else 0.0
-
-    return Task.from_callable(answered, examples=examples, name=f"bench-{tag}")
-
-
-@contextmanager
-def child_stub(latency: float):
-    """``python -m masforge.testing.stub_server`` in a child process; yields its api_base."""
-    proc = subprocess.Popen([sys.executable, "-m", "masforge.testing.stub_server", "--port", "0",
-                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError(f"stub server did not start: {line!r}")
-        yield line.split("listening on", 1)[1].split()[0]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
 
 # ------------------------------------------------------------------------------------------- throughput
 
