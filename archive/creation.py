@@ -23,22 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from masforge.errors import ArchiveError
+from masforge.processes import pid_alive
 
 # Names of what an interrupted in-place initialisation could leave (see archive.store for their meaning).
 _HALF_MADE_NAMES = {".git", ".gitignore", "README.md", ".masforge-lock", ".masforge-index.sqlite",
                     ".masforge-index.sqlite-journal"}
 _BUILD_TAG = ".creating-"
 _DISCARD_TAG = ".discarded-"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
 
 
 def sweep_stale_builds(dest: Path) -> int:
@@ -54,7 +45,7 @@ def sweep_stale_builds(dest: Path) -> int:
             if not entry.name.startswith(prefix):
                 continue
             pid_text = entry.name[len(prefix):].split("-", 1)[0]
-            if pid_text.isdigit() and (int(pid_text) == os.getpid() or _pid_alive(int(pid_text))):
+            if pid_text.isdigit() and (int(pid_text) == os.getpid() or pid_alive(int(pid_text))):
                 continue  # a live (or our own, other-thread) builder's folder
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1

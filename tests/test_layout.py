@@ -26,9 +26,9 @@ ALLOWED = {
     "testing": {"archive", "evaluators", "genome", "runtime"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
-# archive and every file written are redacted where they are made) and the bounded parsing of untrusted input.
-# They import nothing of masforge but each other.
-LEAVES = ("errors", "text", "redact", "input_limits")
+# archive and every file written are redacted where they are made), the bounded parsing of untrusted input and
+# whether a recorded process lives. They import nothing of masforge but each other.
+LEAVES = ("errors", "text", "redact", "input_limits", "processes")
 
 
 def _modules() -> dict[str, Path]:

@@ -699,21 +699,6 @@ class _PortTaken(LocalModelError):
     """The server could not bind its port (another process took it after we probed it)."""
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 # --------------------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------------------
