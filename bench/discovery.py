@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     for strategy in args.strategies:
         result = run_strategy(args, strategy, state)
         state_path.write_text(json.dumps(state))
+        if result.stop_reason == "interrupted":
+            raise SystemExit(f"interrupted during {strategy}: run the same command again to continue")
         cands = [c for c in result.candidates if not c.pruned]
         seeds = sorted((c for c in cands if c.operator == "seed"), key=lambda c: -c.fitness)
         found = sorted((c for c in cands if c.operator != "seed"), key=lambda c: -c.fitness)[: args.top_k]
