@@ -129,8 +129,8 @@ def main() -> None:
     lines = [f"# bench/throughput.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  python {platform.python_version()}  "
              f"cpus {cores}  llama-cpp-python {llama_cpp_version()}  load avg {load0:.1f} -> {os.getloadavg()[0]:.1f}",
              f"# aggregate generated tokens/s over concurrent streams ({args.requests} requests each, at most "
-             f"{args.max_tokens} tokens, temperature 0, prompt processing included); x = / the fastest single stream of any "
-             "layout",
+             f"{args.max_tokens} tokens, temperature 0, prompt processing included); x = / the fastest single "
+             "stream of any layout",
              f"{'layout':40} {'1 stream':>14} {'2 streams':>14} {'4 streams':>14}"]
     for label, by in rows.items():
         lines.append(f"{label:40} " + " ".join(f"{by[s]:7.1f} {by[s] / single:4.2f}x " for s in (1, 2, 4)))
