@@ -11,7 +11,7 @@ LLAMA_VERSION ?= 0.3.36
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap postgres
+.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap postgres llama-server
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ $(BIN)/.llama: $(BIN)/.installed
 	touch $@
 
 llama: $(BIN)/.llama
+
+# Optional: llama.cpp's own server with parallel slots, built once from the llama.cpp source llama-cpp-python
+# vendors (about 12 minutes on 2 cores); the embedded model then answers several requests at once.
+llama-server: $(BIN)/.llama
+	$(BIN)/masforge models build-server
 
 model: $(BIN)/.llama
 	$(BIN)/masforge models pull

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from masforge.errors import LocalModelError
+from masforge.processes import pid_alive
 from masforge.runtime import local_model
 from masforge.runtime.local_model import (
     LOCAL_MODELS,
@@ -50,7 +51,7 @@ def _clean_registry(monkeypatch) -> Iterator[None]:
 def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not local_model._pid_alive(pid):
+        if not pid_alive(pid):
             return True
         time.sleep(0.05)
     return False
@@ -379,7 +380,8 @@ def test_loopback_health_check_ignores_http_proxy(monkeypatch):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_command_settings_for_this_machine(tmp_path):
+def test_command_settings_for_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("MASFORGE_LLAMA_SERVER", "off")  # llama-cpp-python's server, even where llama.cpp's is built
     server = LocalServer("qwen", cache=tmp_path)
     cmd = server.command(tmp_path / "m.gguf", 12345)
     assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
@@ -396,8 +398,9 @@ def test_command_settings_for_this_machine(tmp_path):
         LocalServer("qwen", n_ctx=128)
 
 
-def test_command_is_accepted_by_llama_cpp_server(tmp_path):
+def test_command_is_accepted_by_llama_cpp_server(tmp_path, monkeypatch):
     """llama_cpp.server's own argument parser reads our command line as intended."""
+    monkeypatch.setenv("MASFORGE_LLAMA_SERVER", "off")
     pytest.importorskip("llama_cpp")
     import argparse
 
@@ -716,7 +719,7 @@ class TestRealModel:
     def test_shutdown_leaves_no_orphan(self, qwen):
         (server,) = local_model.running_servers()
         pid = server.pid
-        assert pid is not None and local_model._pid_alive(pid)
+        assert pid is not None and pid_alive(pid)
         assert local_model._owns_listener(pid, server.port or 0) is True
         shutdown_local_servers()
         assert _wait_gone(pid), f"llama.cpp server pid {pid} is still alive"

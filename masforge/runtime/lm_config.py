@@ -94,7 +94,10 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     temperature, max_tokens = default_sampling(text)
     if text == "local" or text.startswith("local:"):
         # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
-        return LMConfig(model=text, max_concurrency=1, max_tokens=max_tokens, temperature=temperature,
+        # One request at a time on llama-cpp-python's server (it serialises them); with llama.cpp's own, its slots.
+        from masforge.runtime.llama_server import local_slots
+
+        return LMConfig(model=text, max_concurrency=local_slots(), max_tokens=max_tokens, temperature=temperature,
                         timeout_s=LOCAL_TIMEOUT_S)
     if text == "fake" or text.startswith("fake:"):
         return LMConfig(model=text, max_concurrency=64, max_tokens=max_tokens, temperature=temperature)

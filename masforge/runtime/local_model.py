@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import LocalModelError
+from masforge.runtime.llama_server import command as native_command
+from masforge.runtime.llama_server import server_binary
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -645,7 +647,7 @@ def _log_says_port_taken(path: Path) -> bool:
             text = fh.read().decode("utf-8", "replace").lower()
     except OSError:
         return False
-    return "address already in use" in text or "errno 98" in text
+    return "address already in use" in text or "errno 98" in text or "couldn't bind" in text
 
 
 def default_threads() -> int:
@@ -784,7 +786,8 @@ class LocalServer:
         return model_path(self.spec, cache=self.cache)
 
     def command(self, model_file: Path, port: int) -> list[str]:
-        """The server command line.
+        """The server command line: llama.cpp's own server when one is built (:mod:`.llama_server`), else
+        llama-cpp-python's, with these settings:
 
         - ``--n_threads`` / ``--n_threads_batch``: all usable cores for generation and prompt processing
           (llama-cpp-python's own default for generation is half the cores).
@@ -796,6 +799,10 @@ class LocalServer:
           needed for ``logprobs``, which masforge never asks for); off, prompt processing is about a third
           faster. Requests with ``logprobs`` therefore fail.
         """
+        native = server_binary()
+        if native is not None:  # llama.cpp's own server: parallel slots (see masforge.runtime.llama_server)
+            return native_command(native, model_file, alias=self.alias, host=self.host, port=port, n_ctx=self.n_ctx,
+                                  threads=self.n_threads)
         cmd = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(model_file),

@@ -1,0 +1,131 @@
+"""llama.cpp's own server for the embedded model: parallel slots that decode concurrent requests in one batch.
+
+llama-cpp-python's server answers one request at a time, so on the embedded model concurrency buys nothing
+(it even loses: ``bench/results/real_model.txt``). llama.cpp's ``llama-server`` runs several slots with
+continuous batching. masforge builds it once per machine from the llama.cpp source that the installed
+llama-cpp-python release vendors (the same model code, no other download) with ``masforge models
+build-server`` (``make llama-server``) and then uses it instead; without it everything works as before.
+
+``$MASFORGE_LLAMA_SERVER`` names a binary to use, or ``off`` to keep llama-cpp-python's server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from masforge.errors import LocalModelError
+
+SERVER_ENV = "MASFORGE_LLAMA_SERVER"
+SLOTS = 4
+"""Parallel slots of a started llama.cpp server, and so the embedded model's request concurrency with it."""
+_BUILD_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
+"""A static, portable binary (no libllama.so beside it, no CPU-specific instructions) without network code."""
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("MASFORGE_CACHE") or Path.home() / ".cache" / "masforge")
+
+
+def _llama_cpp_version() -> str | None:
+    from masforge.runtime.local_model import llama_cpp_version
+
+    return llama_cpp_version()
+
+
+def built_path(version: str | None = None) -> Path | None:
+    """Where :func:`build` puts the binary for the installed llama-cpp-python (None if it is not installed)."""
+    version = version or _llama_cpp_version()
+    if not version or version == "unknown":
+        return None
+    return _cache_root() / "bin" / f"llama-server-{version}"
+
+
+def server_binary() -> Path | None:
+    """The llama.cpp server binary to run, or None to run llama-cpp-python's server: ``$MASFORGE_LLAMA_SERVER``
+    (a path, or ``off``), else the one :func:`build` made for the installed llama-cpp-python, if any."""
+    chosen = os.environ.get(SERVER_ENV, "").strip()
+    if chosen.lower() == "off":
+        return None
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise LocalModelError(f"{SERVER_ENV}={chosen}: no executable llama-server there; build one with "
+                                  f"`masforge models build-server` or set {SERVER_ENV}=off")
+        return path
+    path = built_path()
+    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
+
+
+def local_slots() -> int:
+    """How many requests the embedded model serves at once: :data:`SLOTS` with llama.cpp's server, else 1."""
+    try:
+        return SLOTS if server_binary() is not None else 1
+    except LocalModelError:
+        return 1  # the bad setting is reported, in one line, when the server is started
+
+
+def command(binary: Path, model_file: Path, *, alias: str, host: str, port: int, n_ctx: int,
+            threads: int, slots: int = SLOTS) -> list[str]:
+    """The llama.cpp server command line: ``slots`` parallel slots of ``n_ctx`` tokens each (the context is
+    split between them), every core for generation and prompt processing, the model served as ``alias``."""
+    return [str(binary), "--model", str(model_file), "--alias", alias, "--host", host, "--port", str(port),
+            "--ctx-size", str(n_ctx * slots), "--parallel", str(slots), "--threads", str(threads),
+            "--threads-batch", str(threads), "--no-webui"]
+
+
+def build(log: Callable[[str], None] = print, jobs: int | None = None) -> Path:
+    """Build ``llama-server`` from the llama.cpp source of the installed llama-cpp-python release (its sdist,
+    fetched with pip from the configured index) into the masforge cache; returns the binary's path. About 12
+    minutes on 2 cores, once per machine and llama-cpp-python version."""
+    version = _llama_cpp_version()
+    target = built_path(version)
+    if target is None:
+        raise LocalModelError("llama-cpp-python is not installed: run `make llama` first")
+    if target.is_file():
+        log(f"llama-server for llama-cpp-python {version} is already built: {target}")
+        return target
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise LocalModelError(f"building llama-server needs {tool}: install it (apt install cmake g++)")
+    with tempfile.TemporaryDirectory(prefix="masforge-llama-build-") as tmp:
+        work = Path(tmp)
+        log(f"fetching the llama-cpp-python {version} source (for its vendored llama.cpp)")
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(work),
+              f"llama-cpp-python=={version}"], "pip could not fetch the llama-cpp-python source")
+        sdist = next(work.glob("llama_cpp_python-*.tar.gz"), None)
+        if sdist is None:
+            raise LocalModelError("pip fetched no llama-cpp-python source archive; check the pip index")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"), None)
+        if source is None or not (source / "CMakeLists.txt").is_file():
+            raise LocalModelError(f"{sdist.name} holds no vendored llama.cpp source")
+        build_dir = work / "build"
+        log("building llama-server (static, portable; about 12 minutes on 2 cores)")
+        _run(["cmake", "-S", str(source), "-B", str(build_dir), *_BUILD_FLAGS], "cmake could not configure llama.cpp")
+        _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs or os.cpu_count() or 1)],
+             "the llama-server build failed")
+        binary = build_dir / "bin" / "llama-server"
+        if not binary.is_file():
+            raise LocalModelError(f"the build made no {binary.name}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        shutil.copy2(binary, partial)
+        partial.replace(target)  # a half-copied binary is never taken for a built one
+    log(f"built {target}")
+    return target
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()][-1:]
+        raise LocalModelError(f"{what}: {tail[0][:300] if tail else f'exit code {proc.returncode}'}")
