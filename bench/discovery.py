@@ -59,7 +59,9 @@ def run_strategy(args: argparse.Namespace, strategy: str, state: dict[str, Any])
     started = time.time()
     common = dict(progress=False)
     if (run_dir / "config.yaml").is_file():  # resumed, possibly with a larger budget than before
-        result = masforge.resume(run_dir, budget={"max_candidates": args.candidates}, **common)
+        # (the concurrency the LM allows now: a run started on llama-cpp-python's server may go on with slots)
+        result = masforge.resume(run_dir, budget={"max_candidates": args.candidates},
+                                 concurrency=parse_lm(args.lm).max_concurrency, **common)
     else:
         result = masforge.optimize(
             args.task, strategy=strategy, budget={"max_candidates": args.candidates}, lm=args.lm, seeds=SEEDS,
@@ -207,6 +209,12 @@ def _operator_gains(result: Any) -> str:
     return ", ".join(f"{op} {n} ({better} > best seed)" for op, (n, better) in sorted(counts.items())) or "-"
 
 
+def _server() -> str:
+    from masforge.runtime.llama_server import SLOTS, server_binary
+
+    return f"llama.cpp's server with {SLOTS} slots" if server_binary() else "llama-cpp-python's server"
+
+
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[str, Any] | None) -> None:
     cfg = parse_lm(args.lm)
     lines = [
@@ -214,7 +222,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         "",
         f"`bench/discovery.py`, {time.strftime('%Y-%m-%d')}, python {platform.python_version()}, {os.cpu_count()} "
         f"cores (shared with other work). Worker and meta-agent: {cfg.model} (temperature {cfg.temperature}, "
-        f"prompt adapter {cfg.resolved_adapter}). Search on {args.task} validation ({args.limit} examples, cascade "
+        f"prompt adapter {cfg.resolved_adapter}; served by {_server()}). Search on {args.task} validation "
+        f"({args.limit} examples, cascade "
         f"{args.cascade}), {args.candidates} candidates per strategy including the seeds {', '.join(SEEDS)}; all "
         "strategies share one archive. Held-out: the full test split "
         f"({'all' if args.test_limit is None else args.test_limit} examples). (found - best seed) is the paired "
