@@ -11,6 +11,8 @@ build-server`` (``make llama-server``) and then uses it instead; without it ever
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,16 +29,24 @@ SLOTS = 4
 """Parallel slots of a started llama.cpp server, and so the embedded model's request concurrency with it."""
 _BUILD_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF",
                 "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
-"""A static, portable binary (no libllama.so beside it, no CPU-specific instructions) without network code."""
+"""A static, portable binary (no libllama.so beside it, no CPU-specific instructions) that cannot download models."""
 
 
 def _cache_root() -> Path:
     return Path(os.environ.get("MASFORGE_CACHE") or Path.home() / ".cache" / "masforge")
 
 
-def _llama_cpp_version() -> str | None:
-    from masforge.runtime.local_model import llama_cpp_version
+def llama_cpp_version() -> str | None:
+    """Installed llama-cpp-python version, or None if it is not importable (checked without importing)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return None
+    try:
+        return importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
+
+def _llama_cpp_version() -> str | None:  # (a seam for tests)
     return llama_cpp_version()
 
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from masforge.errors import LocalModelError
 from masforge.runtime.llama_server import command as native_command
-from masforge.runtime.llama_server import server_binary
+from masforge.runtime.llama_server import llama_cpp_version, server_binary
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -487,16 +487,6 @@ def pull(
 # --------------------------------------------------------------------------------------------------
 # llama-cpp-python presence
 # --------------------------------------------------------------------------------------------------
-
-
-def llama_cpp_version() -> str | None:
-    """Installed llama-cpp-python version, or None if it is not importable (checked without importing)."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return None
-    try:
-        return importlib.metadata.version("llama_cpp_python")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def require_llama_cpp() -> None:
