@@ -52,9 +52,10 @@ def load_seed(name: str) -> Genome:
     raise GenomeError(f"unknown seed '{name}' (seeds: {', '.join(seed_names())}; see `masforge seeds`)")
 
 
-def resolve_genome(ref: str | os.PathLike[str]) -> Genome:
+def resolve_genome(ref: str | os.PathLike[str], *, also: str = "") -> Genome:
     """The genome a user names: a genome file (.yaml/.yml/.json/.py) or a seed name. The one place a
-    reference given on the command line, in a run configuration or to the API is turned into a genome."""
+    reference given on the command line, in a run configuration or to the API is turned into a genome.
+    ``also`` names a further form the caller accepts, for the error message (e.g. ``a genome id``)."""
     path = Path(ref)
     try:
         is_file = path.is_file()
@@ -65,7 +66,9 @@ def resolve_genome(ref: str | os.PathLike[str]) -> Genome:
     try:
         return load_seed(str(ref))
     except GenomeError:
-        raise GenomeError(f"'{ref}' is neither a genome file nor a seed (seeds: {', '.join(seed_names())})") from None
+        seeds = f"a seed (seeds: {', '.join(seed_names())})"
+        forms = f"a genome file, {seeds} nor {also}" if also else f"a genome file nor {seeds}"
+        raise GenomeError(f"'{ref}' is neither {forms}") from None
 
 
 def load_seeds(names: list[str] | None = None) -> list[Genome]:

@@ -35,7 +35,7 @@ def test_a_built_server_is_found_and_raises_the_local_concurrency(tmp_path, monk
     monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path))
     built = llama_server.built_path("9.9.9")
     assert built == tmp_path / "bin" / "llama-server-9.9.9"
-    monkeypatch.setattr(llama_server, "_llama_cpp_version", lambda: "9.9.9")
+    monkeypatch.setattr(llama_server, "llama_cpp_version", lambda: "9.9.9")
     built.parent.mkdir(parents=True)
     _fake_binary(built)
     assert llama_server.server_binary() == built

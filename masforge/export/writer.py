@@ -103,13 +103,7 @@ def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
                                "a run's archive is <run folder>/archive)")
         with Archive.open(where) as arch:
             return arch.genome(ref)
-    try:
-        return resolve_file_or_seed(ref)
-    except GenomeError as exc:
-        if "neither a genome file nor a seed" in str(exc):
-            raise GenomeError(f"'{ref}' is neither a genome file, a seed (seeds: {', '.join(seed_names())}) "
-                              "nor a genome id (hex digits)") from None
-        raise
+    return resolve_file_or_seed(ref, also="a genome id (hex digits)")
 
 
 def resolve_export(ref: str, archive: str | Path | None = None) -> tuple[Genome, LMConfig | None]:

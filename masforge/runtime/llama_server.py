@@ -46,13 +46,9 @@ def llama_cpp_version() -> str | None:
         return "unknown"
 
 
-def _llama_cpp_version() -> str | None:  # (a seam for tests)
-    return llama_cpp_version()
-
-
 def built_path(version: str | None = None) -> Path | None:
     """Where :func:`build` puts the binary for the installed llama-cpp-python (None if it is not installed)."""
-    version = version or _llama_cpp_version()
+    version = version or llama_cpp_version()
     if not version or version == "unknown":
         return None
     return _cache_root() / "bin" / f"llama-server-{version}"
@@ -95,7 +91,7 @@ def build(log: Callable[[str], None] = print, jobs: int | None = None) -> Path:
     """Build ``llama-server`` from the llama.cpp source of the installed llama-cpp-python release (its sdist,
     fetched with pip from the configured index) into the masforge cache; returns the binary's path. About 12
     minutes on 2 cores, once per machine and llama-cpp-python version."""
-    version = _llama_cpp_version()
+    version = llama_cpp_version()
     target = built_path(version)
     if target is None:
         raise LocalModelError("llama-cpp-python is not installed: run `make llama` first")
