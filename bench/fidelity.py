@@ -17,6 +17,7 @@ import dataclasses
 import os
 import platform
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -33,12 +34,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def plain_chat(task, client: LMClient, n: int) -> dict:
     """The baseline: the task's prompt as one user message, the reply scored as the answer."""
     start = time.perf_counter()
-    scores, tokens = [], 0
-    for ex in task.split("validation", limit=n):
-        prompt = "\n\n".join(str(v) for v in ex.inputs.values())
-        c = client.complete([{"role": "user", "content": prompt}])
-        scores.append(task.score(ex, {"answer": c.text}).value)
-        tokens += c.prompt_tokens + c.completion_tokens
+    examples = task.split("validation", limit=n)
+
+    def ask(ex):
+        return client.complete([{"role": "user", "content": "\n\n".join(str(v) for v in ex.inputs.values())}])
+
+    # As many requests in flight as the LM serves at once, the same as the seeds' evaluator gets.
+    with ThreadPoolExecutor(max_workers=client.config("worker").max_concurrency) as pool:
+        replies = list(pool.map(ask, examples))
+    scores = [task.score(ex, {"answer": c.text}).value for ex, c in zip(examples, replies, strict=True)]
+    tokens = sum(c.prompt_tokens + c.completion_tokens for c in replies)
     return {"scores": scores, "tokens": tokens, "seconds": time.perf_counter() - start, "calls": len(scores),
             "failures": {}}
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from masforge.cache_root import CACHE_ENV
 from masforge.errors import LocalModelError
 from masforge.processes import pid_alive
 from masforge.runtime import local_model
@@ -302,7 +303,7 @@ def _hide_modules(monkeypatch, *names: str) -> None:
 
 def test_missing_llama_cpp_gives_clear_error(monkeypatch, tmp_path):
     _hide_modules(monkeypatch, "llama_cpp")
-    monkeypatch.setenv(local_model.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert local_model.llama_cpp_version() is None
     with pytest.raises(LocalModelError, match=r"llama-cpp-python is not installed: run `make llama`"):
         local_model.require_llama_cpp()
@@ -538,7 +539,7 @@ def test_owns_listener():
 
 
 def test_ensure_local_server_starts_one_and_shutdown_stops_it(tmp_path, monkeypatch):
-    monkeypatch.setenv(local_model.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(local_model, "LocalServer", FakeLlamaServer)
     endpoints: list[local_model.LocalEndpoint] = []
     threads = [threading.Thread(target=lambda: endpoints.append(ensure_local_server("qwen"))) for _ in range(4)]
@@ -564,7 +565,7 @@ def test_ensure_local_server_starts_one_and_shutdown_stops_it(tmp_path, monkeypa
 def cli(monkeypatch, tmp_path):
     from masforge.cli import app
 
-    monkeypatch.setenv(local_model.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))
@@ -621,7 +622,7 @@ def qwen() -> Iterator[local_model.LocalEndpoint]:
     """The real Qwen server, started once for the module."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(local_model.EXTERNAL_API_BASE_ENV, raising=False)
-        mp.delenv(local_model.CACHE_ENV, raising=False)
+        mp.delenv(CACHE_ENV, raising=False)
         ep = ensure_local_server("qwen")
         yield ep
     shutdown_local_servers()

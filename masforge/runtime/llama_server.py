@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from masforge.cache_root import cache_root
 from masforge.errors import LocalModelError
 
 SERVER_ENV = "MASFORGE_LLAMA_SERVER"
@@ -30,10 +31,6 @@ SLOTS = 4
 _BUILD_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF",
                 "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
 """A static, portable binary (no libllama.so beside it, no CPU-specific instructions) that cannot download models."""
-
-
-def _cache_root() -> Path:
-    return Path(os.environ.get("MASFORGE_CACHE") or Path.home() / ".cache" / "masforge")
 
 
 def llama_cpp_version() -> str | None:
@@ -51,7 +48,7 @@ def built_path(version: str | None = None) -> Path | None:
     version = version or llama_cpp_version()
     if not version or version == "unknown":
         return None
-    return _cache_root() / "bin" / f"llama-server-{version}"
+    return cache_root() / "bin" / f"llama-server-{version}"
 
 
 def server_binary() -> Path | None:

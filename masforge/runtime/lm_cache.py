@@ -10,13 +10,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from masforge.cache_root import cache_root
+
 
 def default_cache_path() -> Path:
     """``$MASFORGE_LM_CACHE``, else ``lm_cache.sqlite`` in the masforge cache folder (``$MASFORGE_CACHE``)."""
     if os.environ.get("MASFORGE_LM_CACHE"):
         return Path(os.environ["MASFORGE_LM_CACHE"])
-    root = Path(os.environ.get("MASFORGE_CACHE") or Path.home() / ".cache" / "masforge")
-    return root / "lm_cache.sqlite"
+    return cache_root() / "lm_cache.sqlite"
 
 
 class LMCache:

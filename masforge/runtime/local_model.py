@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from masforge.cache_root import cache_root
 from masforge.errors import LocalModelError
 from masforge.runtime.llama_server import command as native_command
 from masforge.runtime.llama_server import llama_cpp_version, server_binary
@@ -60,7 +61,6 @@ __all__ = [
     "LocalEndpoint",
     "LocalModelSpec",
     "LocalServer",
-    "cache_dir",
     "ensure_local_server",
     "get_spec",
     "is_pulled",
@@ -72,8 +72,6 @@ __all__ = [
     "shutdown_local_servers",
 ]
 
-#: Environment variable naming the cache root (default ``~/.cache/masforge``).
-CACHE_ENV = "MASFORGE_CACHE"
 #: Environment variable pointing at an already-running OpenAI-compatible server (e.g.
 #: ``http://127.0.0.1:8000/v1``); when set, masforge never starts a server of its own.
 EXTERNAL_API_BASE_ENV = "MASFORGE_LOCAL_API_BASE"
@@ -224,14 +222,8 @@ def json_response_format(schema: dict[str, Any] | type[Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
-    """The cache root: ``$MASFORGE_CACHE`` if set, else ``~/.cache/masforge``."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "masforge"
-
-
 def _root(cache: Path | None) -> Path:
-    return Path(cache) if cache is not None else cache_dir()
+    return Path(cache) if cache is not None else cache_root()
 
 
 def models_dir(cache: Path | None = None) -> Path:
