@@ -32,7 +32,8 @@ from pathlib import Path
 
 from common import RESULTS, write_section
 
-from masforge.runtime.local_model import LocalServer, _free_port, default_threads, llama_cpp_version, model_path
+from masforge.ports import free_port
+from masforge.runtime.local_model import LocalServer, default_threads, llama_cpp_version, model_path
 
 BEGIN, END = "<!-- throughput:begin (bench/throughput.py) -->", "<!-- throughput:end -->"
 
@@ -59,7 +60,7 @@ class Native:
 @contextmanager
 def native_server(binary: str, slots: int, threads: int) -> Iterator[Native]:
     """llama.cpp's own server on a free loopback port with ``slots`` parallel slots (continuous batching)."""
-    port = _free_port()
+    port = free_port()
     cmd = [binary, "-m", str(model_path()), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
            "-tb", str(threads), "-np", str(slots), "-c", str(4096 * slots), "--no-webui"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

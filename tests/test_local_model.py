@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from masforge.cache_root import CACHE_ENV
 from masforge.errors import LocalModelError
+from masforge.ports import free_port
 from masforge.processes import pid_alive
 from masforge.runtime import local_model
 from masforge.runtime.local_model import (
@@ -358,7 +359,7 @@ def test_external_api_base_serving_another_model(monkeypatch):
 
 def test_external_api_base_not_answering(monkeypatch):
     monkeypatch.setattr(LocalServer, "start", _never_start)
-    port = local_model._free_port()
+    port = free_port()
     monkeypatch.setenv(local_model.EXTERNAL_API_BASE_ENV, f"http://127.0.0.1:{port}/v1")
     with pytest.raises(LocalModelError) as info:
         ensure_local_server("qwen")
@@ -499,9 +500,9 @@ def test_port_race_retries_on_another_port(tmp_path, monkeypatch):
     """Another process takes the probed port first, even answering with our alias: start moves on."""
     spec = get_spec("qwen")
     with StubServer(model=spec.alias) as squatter:
-        free = local_model._free_port()
+        free = free_port()
         ports = iter([squatter.port, free])
-        monkeypatch.setattr(local_model, "_free_port", lambda host="127.0.0.1": next(ports))
+        monkeypatch.setattr(local_model, "free_port", lambda host="127.0.0.1": next(ports))
         server = FakeLlamaServer(spec, cache=tmp_path, startup_timeout=30)
         try:
             server.start()

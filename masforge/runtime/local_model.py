@@ -33,7 +33,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from typing import Any
 
 from masforge.cache_root import cache_root
 from masforge.errors import LocalModelError
+from masforge.ports import free_port
 from masforge.runtime.llama_server import command as native_command
 from masforge.runtime.llama_server import llama_cpp_version, server_binary
 
@@ -572,13 +572,6 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    """A currently free TCP port on ``host`` (bind to port 0 and let the kernel pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 # Loopback health checks must not go through an $http_proxy the user has set.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -811,7 +804,7 @@ class LocalServer:
             model_file = self._preflight()
             attempts = 1 if self.requested_port else 3
             for attempt in range(attempts):
-                port = self.requested_port or _free_port(self.host)
+                port = self.requested_port or free_port(self.host)
                 try:
                     self._launch(model_file, port)
                     return self
@@ -876,7 +869,7 @@ class LocalServer:
             except (OSError, ValueError):  # URLError and HTTPError are OSErrors
                 served = None
             # While our server loads the model, another process may be listening on the port (the race
-            # between _free_port and the bind): only our alias, served by our child's socket, counts as ready.
+            # between free_port and the bind): only our alias, served by our child's socket, counts as ready.
             if (
                 served is not None
                 and self.alias in served

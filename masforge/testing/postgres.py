@@ -16,10 +16,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from masforge.ports import free_port
 
 INSTALL_HINT = "install it with `apt-get install postgresql` (make test does, as root)"
 
@@ -50,12 +51,6 @@ def unavailable() -> str | None:
         except KeyError:
             return "running as root without a 'postgres' user to run the server as"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PostgresServer:
@@ -91,7 +86,7 @@ class PostgresServer:
             entry = pwd.getpwnam("postgres")
             os.chown(self._root, entry.pw_uid, entry.pw_gid)
         data = self._root / "data"
-        port = _free_port()
+        port = free_port()
         self._run("initdb", "-D", str(data), "-U", "masforge", "--auth=trust", "-E", "UTF8", "--no-sync")
         options = f"-k {self._root} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         self._run("pg_ctl", "-D", str(data), "-l", str(self._root / "server.log"), "-w", "-t", "60", "-o", options,
