@@ -164,6 +164,25 @@ def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
     assert "Traceback" not in out + err
 
 
+def test_cli_exit_stops_the_local_servers_before_waiting_for_worker_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After Ctrl-C, requests still in flight would keep the process alive until they finish generating."""
+    from masforge.cli import commands
+    from masforge.runtime import local_model
+
+    stopped: list[bool] = []
+    monkeypatch.setattr(local_model, "shutdown_local_servers", lambda: stopped.append(True))
+
+    def interrupted() -> None:
+        assert stopped == []  # not before the command ends
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "app", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        commands.main()
+    assert exc.value.code == 130 and stopped == [True]
+
+
 def test_optimize_api_with_callable_objective(tmp_path: Path) -> None:
     from masforge.evaluators.tasks import Task
 
