@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
               "validation examples per task; score = mean of Task.score, 95% bootstrap CI",
               "# plain chat = the task's prompt text as one chat message; io/cot = the seeds through masforge "
               "(plain adapter); io (ChatAdapter) = io with dspy's ChatAdapter",
+              "# io's message through the plain adapter is the task's prompt text itself, so it is the same request "
+              "as plain chat: its answers come from the answer cache (same replies, 0 s)",
               ""]
     rows: list[str] = []
     verdicts: list[str] = []
