@@ -128,6 +128,46 @@ def test_react_step_is_parsed_from_labelled_sections():
     assert out == {"next_thought": "compute", "next_tool_name": "calculator", "next_tool_args": {"arg": "1+1"}}
 
 
+def test_react_step_asks_for_the_tool_input_as_it_is_not_its_json_schema():
+    """Shown {'arg': {'type': 'string'}} and asked for JSON, the 0.5B model copied the schema as the arguments."""
+    tool = dspy.Tool(lambda arg: arg, name="python", desc="runs a program", args={"arg": {"type": "string"}})
+    sig = dspy.ReAct(_sig("question -> test_report"), tools=[tool]).react.signature
+    content = PlainAdapter().format(sig, [], {"question": "Test it.", "trajectory": ""})[0]["content"]
+    assert "'type'" not in content and "JSON format" not in content
+    assert "python, whose description is <desc>runs a program</desc>. It takes one input" in content
+    assert "It takes no input." in content  # finish
+    assert "Next tool args: (the tool's input as it is, not JSON" in content
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ("\n```python\nprint(1)\n```", {"arg": "```python\nprint(1)\n```"}),  # the program as it is
+    (' {"arg": "print(2)"}', {"arg": "print(2)"}),                            # the JSON dspy asks for
+    (' {"code": "print(3)"}', {"arg": "print(3)"}),                           # one argument under another name
+    (' {"arg": {"type": "string"}}', {"arg": '{"arg": {"type": "string"}}'}),  # an echoed schema: run, not raised
+])
+def test_react_tool_input_is_read_leniently(args, expected):
+    tool = dspy.Tool(lambda arg: arg, name="python", desc="runs a program", args={"arg": {"type": "string"}})
+    sig = dspy.ReAct(_sig("question -> test_report"), tools=[tool]).react.signature
+    out = PlainAdapter().parse(sig, f"Next thought: run it\nNext tool name: python\nNext tool args:{args}")
+    assert out["next_tool_args"] == expected
+    finish = PlainAdapter().parse(sig, "Next thought: done\nNext tool name: finish\nNext tool args: none")
+    assert finish["next_tool_args"] == {}
+
+
+def test_a_react_tester_runs_a_program_given_as_a_code_block():
+    replies = ScriptedResponder([
+        "Next thought: run the tests\nNext tool name: python\nNext tool args:\n```python\nprint(6 * 7)\n```",
+        "Next thought: I have the output\nNext tool name: finish\nNext tool args:",
+        "Reasoning: the program printed it.\nTest report: prints 42",
+    ])
+    client = LMClient({"worker": LMConfig(model="fake", adapter="plain")}, cache=False, responder=replies)
+    genome = Genome(agents=[Agent(id="tester", module="react", tools=["python"], signature="question -> answer",
+                                  instructions="Run the program.")],
+                    topology={"edges": ["input -> tester", "tester -> output"]})
+    compile_genome(genome, client)(question="What does 6 * 7 print?")
+    assert "Observation 0:\n42" in replies.calls[1][0]["content"]  # the sandbox ran the block
+
+
 def test_think_blocks_are_dropped():
     assert PlainAdapter().parse(_sig("q -> a"), "<think>hmm</think>Paris") == {"a": "Paris"}
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
+from masforge.runtime.standalone.names import TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
@@ -29,6 +30,13 @@ _DEFAULT_INSTRUCTIONS = re.compile(r"^\s*Given the fields [^\n]*?, produce the f
 _POINTER = re.compile(r"\b(above|previous|preceding|provided|given)\b|\b(code|function|solution|implementation|"
                       r"program)\b", re.I)
 _DEFINES = re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+", re.M)
+# A ReAct step (dspy.ReAct's own signature): its tool arguments are asked for and read as plain text.
+_REACT_STEP = ("next_thought", "next_tool_name", "next_tool_args")
+# dspy describes a tool's arguments by their JSON schema and asks for JSON; a small model copies the schema
+# ({"arg": {"type": "string"}}) instead of writing the program, so the plain adapter asks for the input as it is.
+_SCHEMA_SENTENCE = re.compile(r"It takes arguments (\{.*?\})\.(?=\s|$)", re.M)
+_JSON_RULE = re.compile(r"^When providing `next_tool_args`, the value inside the field must be in JSON format\s*$",
+                        re.M)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -79,6 +87,8 @@ class PlainAdapter(dspy.Adapter):
     def _request(self, signature: type[Signature], inputs: dict[str, Any]) -> str:
         parts = []
         instructions = _DEFAULT_INSTRUCTIONS.sub("", signature.instructions or "").strip()
+        if _is_react_step(signature):
+            instructions = _plain_tool_instructions(instructions)
         if instructions:
             parts.append(instructions)
         parts.append(self._inputs(signature, inputs))
@@ -114,6 +124,8 @@ class PlainAdapter(dspy.Adapter):
             desc = _description(field, name)
             kind = _kind(field.annotation)
             form = render_prompt(f"plain_{kind}", options=_options(field.annotation)) if kind != "str" else ""
+            if name == "next_tool_args" and _is_react_step(signature):
+                form = render_prompt("plain_tool_args")
             lines.append(f"{label(name)}: " + " ".join(p for p in (desc, form) if p).strip())
         return render_prompt("plain_sections", sections="\n".join(lines))
 
@@ -150,10 +162,14 @@ class PlainAdapter(dspy.Adapter):
         if len(answers) == 1 and len(working) == 1 and outs[0][0] in _WORKING:
             reasoning, answer = split_final_answer(text)
             return {working[0]: reasoning, answers[0][0]: _coerce(answer, answers[0][1].annotation)}
-        return self._sections(outs, text)
+        result, found = self._sections(outs, text)
+        if _is_react_step(signature):
+            result["next_tool_args"] = _tool_args(str(result["next_tool_name"]), found.get("next_tool_args", ""))
+        return result
 
     @staticmethod
-    def _sections(outs: list[tuple[str, Any]], text: str) -> dict[str, Any]:
+    def _sections(outs: list[tuple[str, Any]], text: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """The values by field, and the raw text found under each label."""
         names = [n for n, _ in outs]
         alternatives = "|".join(
             re.escape(alias) for n in names for alias in sorted({label(n), n, n.replace("_", " ")}, key=len,
@@ -178,7 +194,33 @@ class PlainAdapter(dspy.Adapter):
                 result[name] = text[: matches[0].start()].strip() if matches else ""
             else:
                 result[name] = _coerce("", field.annotation)
-        return result
+        return result, found
+
+
+def _is_react_step(signature: type[Signature]) -> bool:
+    return tuple(signature.output_fields) == _REACT_STEP
+
+
+def _plain_tool_instructions(instructions: str) -> str:
+    """dspy.ReAct's instructions with each tool's argument schema said in words and the JSON rule left out."""
+    def sentence(m: re.Match[str]) -> str:
+        return render_prompt("plain_tool_input") if TOOL_ARG in m.group(1) else render_prompt("plain_tool_no_input")
+
+    return _JSON_RULE.sub("", _SCHEMA_SENTENCE.sub(sentence, instructions)).strip()
+
+
+def _tool_args(tool: str, raw: str) -> dict[str, Any]:
+    """A tool's arguments from what a model wrote: the JSON object dspy asks for, or the input as it is (a
+    small model writes a program far more reliably than a program inside a JSON string)."""
+    if tool.strip() == "finish":
+        return {}
+    raw = raw.strip()
+    parsed = _json_fragment(raw, "{", "}") if raw.startswith("{") else None
+    if isinstance(parsed, dict):
+        value = parsed.get(TOOL_ARG, next(iter(parsed.values())) if len(parsed) == 1 else None)
+        if isinstance(value, str):
+            return {TOOL_ARG: value}
+    return {TOOL_ARG: raw}
 
 
 def _text(value: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import dspy
 
 from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
-from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
+from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT, TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
 
 # Custom dspy LMs (masforge's, the export's) implement forward(): dspy 3.4 marks that interface deprecated (removal
@@ -245,7 +245,7 @@ class AgentProgram:
             kind = STEP_MODULES[spec.module][name]
             if kind == "ReAct":
                 react_tools = [dspy.Tool(safe_tool(tools[t]), name=t, desc=descriptions[t],
-                                         args={"arg": {"type": "string"}}) for t in spec.tools]
+                                         args={TOOL_ARG: {"type": "string"}}) for t in spec.tools]
                 self.steps[name] = dspy.ReAct(signature, tools=react_tools, max_iters=spec.max_iters)
             else:
                 self.steps[name] = getattr(dspy, kind)(signature)
