@@ -34,6 +34,7 @@ from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
+from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE_FILE = Path(__file__).resolve().parent / "cache" / "discovery_lm_cache.sqlite.gz"
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         result = run_strategy(args, strategy, state)
         state_path.write_text(json.dumps(state))
         if result.stop_reason == "interrupted":
+            shutdown_local_servers()  # requests still generating would otherwise hold the exit for minutes
             raise SystemExit(f"interrupted during {strategy}: run the same command again to continue")
         cands = [c for c in result.candidates if not c.pruned]
         seeds = sorted((c for c in cands if c.operator == "seed"), key=lambda c: -c.fitness)
