@@ -141,6 +141,7 @@ def test_react_step_asks_for_the_tool_input_as_it_is_not_its_json_schema():
 
 @pytest.mark.parametrize(("args", "expected"), [
     ("\n```python\nprint(1)\n```", {"arg": "```python\nprint(1)\n```"}),  # the program as it is
+    (' ["python", "f"]\n\n```python\nprint(1)\n```\nObservation 0: made up', {"arg": "```python\nprint(1)\n```"}),
     (' {"arg": "print(2)"}', {"arg": "print(2)"}),                            # the JSON dspy asks for
     (' {"code": "print(3)"}', {"arg": "print(3)"}),                           # one argument under another name
     (' {"arg": {"type": "string"}}', {"arg": '{"arg": {"type": "string"}}'}),  # an echoed schema: run, not raised

@@ -215,6 +215,9 @@ def _tool_args(tool: str, raw: str) -> dict[str, Any]:
     if tool.strip() == "finish":
         return {}
     raw = raw.strip()
+    fence = _FENCE.search(raw)
+    if fence and not raw.startswith("{"):  # the program, without what a small model adds around it
+        return {TOOL_ARG: fence.group(0).strip()}
     parsed = _json_fragment(raw, "{", "}") if raw.startswith("{") else None
     if isinstance(parsed, dict):
         value = parsed.get(TOOL_ARG, next(iter(parsed.values())) if len(parsed) == 1 else None)
