@@ -169,6 +169,29 @@ def test_a_react_tester_runs_a_program_given_as_a_code_block():
     assert "Observation 0:\n42" in replies.calls[1][0]["content"]  # the sandbox ran the block
 
 
+def test_a_react_step_stops_where_a_small_model_would_write_the_observation_itself():
+    seen: list[dict] = []
+
+    class Recorder(dspy.BaseLM):
+        def forward(self, prompt=None, messages=None, **kwargs):
+            seen.append(kwargs)
+            text = ("Next thought: run\nNext tool name: python\nNext tool args: print(2 + 2)\n"
+                    "Observation 0: 5\n\nNext thought: done" if len(seen) == 1 else
+                    "Next thought: done\nNext tool name: finish\nNext tool args:" if len(seen) == 2 else
+                    "Reasoning: it printed 4\nTest report: 4\n\nTrajectory:\nThought 0: made up")
+            msg = type("M", (), {"content": text, "tool_calls": None, "reasoning_content": None})()
+            choice = type("C", (), {"message": msg, "finish_reason": "stop", "logprobs": None})()
+            return type("R", (), {"choices": [choice], "usage": {}, "model": "r", "_hidden_params": {}})()
+
+    tool = dspy.Tool(lambda arg: "4", name="python", desc="runs a program", args={"arg": {"type": "string"}})
+    react = dspy.ReAct(_sig("question -> test_report"), tools=[tool], max_iters=3)
+    with dspy.context(lm=Recorder(model="r"), adapter=PlainAdapter()):
+        out = react(question="What does 2 + 2 print?")
+    assert seen[0]["stop"][0] == "\nObservation" and "\nTrajectory:" in seen[2]["stop"]
+    assert out.trajectory["tool_args_0"] == {"arg": "print(2 + 2)"} and out.trajectory["observation_0"] == "4"
+    assert out.test_report == "4"  # read only up to where the made-up trajectory starts
+
+
 def test_think_blocks_are_dropped():
     assert PlainAdapter().parse(_sig("q -> a"), "<think>hmm</think>Paris") == {"a": "Paris"}
 

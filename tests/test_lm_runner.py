@@ -120,6 +120,18 @@ def test_use_cache_false_and_no_cache_always_call(tmp_path):
     assert len(calls) == 4
 
 
+def test_stop_strings_reach_the_server_end_the_answer_and_key_the_cache(stub, tmp_path):
+    client = LMClient({"worker": stub_config(stub)}, cache=LMCache(tmp_path / "c.sqlite"))
+    client.complete(MSG, stop=["\nObservation"])
+    assert stub.last_body["stop"] == ["\nObservation"]
+    plain = client.complete(MSG)
+    assert "stop" not in stub.last_body and not plain.cached and stub.requests == 2  # a different answer's key
+    # A provider that ignores them (here the fake LM) still gives the answer only up to the first one.
+    fake = LMClient({"worker": "fake"}, cache=False,
+                    responder=ScriptedResponder(["Next tool args: print(1)\nObservation 0: 1 (made up)"]))
+    assert fake.complete(MSG, stop=["\nObservation", "\nReply"]).text == "Next tool args: print(1)"
+
+
 def test_stub_answers_are_cached_too(stub, tmp_path):
     client = LMClient({"worker": stub_config(stub)}, cache=LMCache(tmp_path / "c.sqlite"))
     first = client.complete(MSG)

@@ -37,7 +37,7 @@ class MasforgeLM(dspy.BaseLM):
         sample = self.sample + int(merged.get("rollout_id") or 0)
         c = self.client.complete(msgs, alias=self.alias, temperature=merged.get("temperature"),
                                  max_tokens=merged.get("max_tokens"), sample=sample,
-                                 response_format=merged.get("response_format"))
+                                 response_format=merged.get("response_format"), stop=merged.get("stop"))
         usage = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                  "total_tokens": c.prompt_tokens + c.completion_tokens}
         message = SimpleNamespace(content=c.text, tool_calls=None, reasoning_content=None)

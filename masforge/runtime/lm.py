@@ -12,7 +12,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
@@ -30,7 +30,7 @@ from masforge.runtime.endpoint import (  # noqa: E402
 from masforge.runtime.ledger import Completion, Ledger  # noqa: E402
 from masforge.runtime.lm_cache import LMCache, default_cache_path  # noqa: E402
 from masforge.runtime.lm_config import LMConfig, check_credentials, parse_lm, with_temperature  # noqa: E402
-from masforge.runtime.standalone.connect import completion_request  # noqa: E402
+from masforge.runtime.standalone.connect import completion_request, cut_at_stop  # noqa: E402
 from masforge.runtime.trace import (  # noqa: E402
     LMCall,
     first_incident,
@@ -148,15 +148,19 @@ class LMClient:
 
     def complete(self, messages: Messages, *, alias: str = "worker", temperature: float | None = None,
                  max_tokens: int | None = None, sample: int = 0, response_format: dict[str, Any] | None = None,
-                 use_cache: bool = True) -> Completion:
+                 stop: Sequence[str] | None = None, use_cache: bool = True) -> Completion:
         """One chat completion. ``sample`` distinguishes independent samples (copies) in the cache and
-        seeds the provider, so k samples differ from each other yet a rerun reproduces them."""
+        seeds the provider, so k samples differ from each other yet a rerun reproduces them. ``stop``: the
+        answer ends before the first of these strings (asked of the provider, and enforced here)."""
         cfg = self.config(alias)
         temp = cfg.temperature if temperature is None else temperature
         mtok = max_tokens or cfg.max_tokens
         payload = {"model": cfg.model if (cfg.is_local or cfg.is_fake) else [cfg.model, cfg.api_base],
                    "messages": messages, "temperature": temp, "max_tokens": mtok, "sample": sample,
                    "response_format": response_format, "extra": cfg.extra, "seed": self.seed}
+        stop = tuple(stop or ())
+        if stop:  # only then: the keys of answers without stop strings stay as they were
+            payload["stop"] = list(stop)
         key = LMCache.make_key(payload) if self.cache is not None else ""
         if self.cache is not None and use_cache:
             hit = self.cache.get(key)
@@ -172,7 +176,7 @@ class LMClient:
             raise LMError(f"not sent: an earlier LM call of this example failed ({failed[:200]})", infrastructure=True)
         self.ledger.check()
         with self._semaphore(cfg):
-            c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format)
+            c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
@@ -187,7 +191,7 @@ class LMClient:
                             cached=c.cached))
 
     def _call_with_retries(self, cfg: LMConfig, messages: Messages, temp: float, mtok: int, sample: int,
-                           response_format: dict[str, Any] | None) -> Completion:
+                           response_format: dict[str, Any] | None, stop: tuple[str, ...] = ()) -> Completion:
         """At most ``1 + num_retries`` requests, each reserved in the ledger before it is sent (so retries count
         against the budget and stop with it) and settled or failed when it ends. An empty answer is asked again
         once (a provider glitch, if it was one, rarely repeats; a model that really says nothing is then
@@ -201,7 +205,7 @@ class LMClient:
                     if cfg.is_fake:
                         c = self._fake(cfg, messages, temp, sample, start)
                     else:
-                        c = self._litellm(cfg, messages, temp, mtok, sample, response_format, start)
+                        c = self._litellm(cfg, messages, temp, mtok, sample, response_format, start, stop)
             except (BudgetExceeded, ConfigError, LocalModelError):
                 self.ledger.release()  # nothing was sent
                 raise
@@ -218,6 +222,7 @@ class LMClient:
                 time.sleep(min(wait, MAX_RETRY_AFTER_S))
                 attempt += 1
                 continue
+            c.text = cut_at_stop(c.text, stop)  # a provider (or the fake LM) that ignores stop strings
             note = self._check_answer(c, mtok)
             self.ledger.settle(c, note)
             if note == "empty" and attempt == 0 and cfg.num_retries > 0:
@@ -262,20 +267,20 @@ class LMClient:
         return (prompt_tokens * (cfg.price_in_per_m or 0.0) + completion_tokens * (cfg.price_out_per_m or 0.0)) / 1e6
 
     def _litellm(self, cfg: LMConfig, messages: Messages, temp: float, mtok: int, sample: int,
-                 response_format: dict[str, Any] | None, start: float) -> Completion:
+                 response_format: dict[str, Any] | None, start: float, stop: tuple[str, ...] = ()) -> Completion:
         model, api_base, api_key = self._route(cfg)
         if api_base and model.startswith("openai/") and PLAIN_EXTRA.issuperset(cfg.extra):
             ep = Endpoint.get(api_base)
             if not ep.proxied:
                 return self._openai_compatible(cfg, ep, model, api_key, messages, temp, mtok, sample,
-                                               response_format, start)
+                                               response_format, start, stop)
         import litellm
 
         # Retries are ours (_call_with_retries), so litellm makes one attempt (and the OpenAI SDK under it none).
         resp = litellm.completion(**completion_request(
             model, messages, temperature=temp, max_tokens=mtok, api_base=api_base, api_key=api_key,
             timeout_s=cfg.timeout_s, num_retries=0, extra=cfg.extra, response_format=response_format,
-            seed=self.seed, sample=sample), max_retries=0)
+            seed=self.seed, sample=sample, stop=stop), max_retries=0)
         text = resp.choices[0].message.content or ""
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -291,12 +296,15 @@ class LMClient:
 
     def _openai_compatible(self, cfg: LMConfig, ep: Endpoint, model: str, api_key: str | None,
                            messages: Messages, temp: float, mtok: int, sample: int,
-                           response_format: dict[str, Any] | None, start: float) -> Completion:
+                           response_format: dict[str, Any] | None, start: float,
+                           stop: tuple[str, ...] = ()) -> Completion:
         """One chat completion POSTed straight to an OpenAI-compatible endpoint (what litellm would send)."""
         body: dict[str, Any] = {"model": model.split("/", 1)[1], "messages": messages, "temperature": temp,
                                 "max_tokens": mtok, **cfg.extra}
         if response_format is not None:
             body["response_format"] = response_format
+        if stop:
+            body["stop"] = list(stop)
         if temp > 0:
             body["seed"] = self.seed * 1000 + sample
         data = ep.chat(body, api_key, cfg.timeout_s)

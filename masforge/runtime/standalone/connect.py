@@ -8,6 +8,7 @@ API key is refused before any call, in one line naming the variable (no provider
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 # API-key environment variables by provider prefix, to say which one is missing.
@@ -92,7 +93,7 @@ def completion_request(model: str, messages: list[dict[str, Any]], *, temperatur
                        max_tokens: int | None, api_base: str | None = None, api_key: str | None = None,
                        timeout_s: float = 180.0, num_retries: int = 0, extra: dict[str, Any] | None = None,
                        response_format: dict[str, Any] | None = None, seed: int = 0,
-                       sample: int = 0) -> dict[str, Any]:
+                       sample: int = 0, stop: Sequence[str] = ()) -> dict[str, Any]:
     """The arguments of ``litellm.completion`` for one call, as masforge sends them: unknown provider
     parameters dropped, and when sampling, the seed ``seed * 1000 + sample`` (so k samples differ from each
     other and a rerun reproduces them)."""
@@ -105,9 +106,17 @@ def completion_request(model: str, messages: list[dict[str, Any]], *, temperatur
         request["api_key"] = api_key
     if response_format is not None:
         request["response_format"] = response_format
+    if stop:
+        request["stop"] = list(stop)
     if temperature:
         request["seed"] = seed * 1000 + sample
     return request
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` up to the first of the ``stop`` strings (what a provider that honours them would return)."""
+    ends = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def quiet_litellm() -> Any:

@@ -41,5 +41,5 @@ class LiteLLM(dspy.BaseLM):
             self.model, msgs, temperature=merged.get("temperature"), max_tokens=merged.get("max_tokens"),
             api_base=self.api_base, api_key=self.api_key, timeout_s=self.timeout_s, num_retries=self.retries,
             extra=self.extra, response_format=merged.get("response_format"), seed=self.seed,
-            sample=int(merged.get("rollout_id") or 0))
+            sample=int(merged.get("rollout_id") or 0), stop=merged.get("stop") or ())
         return quiet_litellm().completion(**request)

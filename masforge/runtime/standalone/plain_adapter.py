@@ -37,6 +37,10 @@ _REACT_STEP = ("next_thought", "next_tool_name", "next_tool_args")
 _SCHEMA_SENTENCE = re.compile(r"It takes arguments (\{.*?\})\.(?=\s|$)", re.M)
 _JSON_RULE = re.compile(r"^When providing `next_tool_args`, the value inside the field must be in JSON format\s*$",
                         re.M)
+# Where a small model, past its own turn, goes on to write the observation, the next turn or the prompt's
+# parts itself (up to max_tokens): the LM is asked to stop there, and the reply is read only up to there.
+_REACT_STOP = ("\nObservation", "\n\nNext thought:", "\nReply with", "\nTrajectory:")
+_TRAJECTORY_STOP = ("\nObservation", "\nThought 0:", "\nReply with", "\nTrajectory:")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -70,6 +74,20 @@ def _kind(annotation: Any) -> str:
 
 class PlainAdapter(dspy.Adapter):
     """Plain chat for small models: one ordinary user message in, leniently parsed text out."""
+
+    def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
+                 demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        stop = _stop_strings(signature)
+        if stop:
+            lm_kwargs = {**lm_kwargs, "stop": list(stop)}
+        return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+
+    async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
+                    demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        stop = _stop_strings(signature)
+        if stop:
+            lm_kwargs = {**lm_kwargs, "stop": list(stop)}
+        return await super().acall(lm, lm_kwargs, signature, demos, inputs)
 
     # -- formatting -------------------------------------------------------------------------------
 
@@ -152,7 +170,9 @@ class PlainAdapter(dspy.Adapter):
     # -- parsing ----------------------------------------------------------------------------------
 
     def parse(self, signature: type[Signature], completion: str) -> dict[str, Any]:
-        text = strip_think(completion or "")
+        text = strip_think(completion or "").lstrip()
+        for stop in _stop_strings(signature):  # whatever the provider did with the stop strings
+            text = text.split(stop, 1)[0]
         outs = list(signature.output_fields.items())
         if len(outs) == 1:
             name, field = outs[0]
@@ -160,6 +180,10 @@ class PlainAdapter(dspy.Adapter):
         working = [n for n, _ in outs if n in _WORKING]
         answers = [(n, f) for n, f in outs if n not in _WORKING]
         if len(answers) == 1 and len(working) == 1 and outs[0][0] in _WORKING:
+            if not _FINAL.search(text):  # no "Final answer:" marker: the answer's own label may mark it
+                labelled, found = self._sections(outs, text)
+                if answers[0][0] in found:
+                    return labelled
             reasoning, answer = split_final_answer(text)
             return {working[0]: reasoning, answers[0][0]: _coerce(answer, answers[0][1].annotation)}
         result, found = self._sections(outs, text)
@@ -199,6 +223,13 @@ class PlainAdapter(dspy.Adapter):
 
 def _is_react_step(signature: type[Signature]) -> bool:
     return tuple(signature.output_fields) == _REACT_STEP
+
+
+def _stop_strings(signature: type[Signature]) -> tuple[str, ...]:
+    """Stop strings for a step that reads a ReAct trajectory (the step itself, or the answer drawn from it)."""
+    if _is_react_step(signature):
+        return _REACT_STOP
+    return _TRAJECTORY_STOP if "trajectory" in signature.input_fields else ()
 
 
 def _plain_tool_instructions(instructions: str) -> str:
