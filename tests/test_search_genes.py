@@ -80,6 +80,10 @@ def test_names_that_only_repeat_the_task_are_replaced_by_what_the_system_is():
     assert descriptive_name("plan then code", sc, task_name="mbpp", taken={"plan-then-code"}) == \
         "careful-solver-x5-vote"
     assert structural_name(load_seed("debate")) == "mathematician-skeptic-pragmatist-judge-r2"
+    # seen from the 0.5B meta-agent: the format's placeholder, and a sentence about one validation problem
+    for echoed in ("what-this-system-does-e-g-plan-then-solve-or-so", "what-the-system-does-e-g-plan-then-solve-or-sol",
+                   "the-system-correctly-completes-the-function-sort"):
+        assert descriptive_name(echoed, sc, task_name="humaneval") == "careful-solver-x5-vote", echoed
 
 
 def test_copying_a_task_example_is_detected_but_boilerplate_is_not():

@@ -20,6 +20,10 @@ _GENERIC = {"", "proposal", "system", "new", "new-system", "short-name", "name",
             "meta-invent", "meta-mutate", "meta-crossover", "meta-rewrite", "meta-repair", "what-the-system-does"}
 _MODULE_WORD = {"predict": "direct", "chain_of_thought": "cot", "react": "react", "program_of_thought": "pot",
                 "refine": "refine"}
+# The format's own placeholder copied ("what-the-system-does, e.g. plan-then-solve"), or a sentence about the
+# task ("the-system-correctly-completes-the-function-sort"): neither names a design.
+_ECHO = re.compile(r"(^|-)(what-(the|this|a)-system|e-g|the-system|this-system)(-|$)")
+MAX_NAME_WORDS = 6
 NGRAM = 6
 """Words in a row that, shared with a task example (and not task boilerplate), count as copying it."""
 
@@ -61,7 +65,7 @@ def descriptive_name(name: str, genome: Genome, *, task_name: str = "", taken: I
     task_words = [w for w in re.findall(r"[a-z0-9]+", task_name.lower()) if len(w) > 2]
     for word in task_words:  # "mbpp-solver" says nothing the task name does not
         own = re.sub(rf"(^|-){re.escape(word)}(?=-|$)", "", own).strip("-")
-    if own in _GENERIC or len(own) < 3:
+    if own in _GENERIC or len(own) < 3 or _ECHO.search(own) or own.count("-") >= MAX_NAME_WORDS:
         own = structural_name(genome)
     used = set(taken)
     if own in used:
