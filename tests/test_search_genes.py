@@ -94,6 +94,19 @@ def test_copying_a_task_example_is_detected_but_boilerplate_is_not():
     assert copied_example(general, QUESTIONS) is None  # "write a function to" is in every example
 
 
+def test_a_paraphrase_that_keeps_one_problems_rare_words_is_a_copy_but_common_phrasing_is_not():
+    # seen from the 0.5B meta-agent on HumanEval: a failing problem's "numbers sorted from smallest to largest"
+    questions = [*QUESTIONS, "Return the string with numbers sorted from smallest to largest.",
+                 "Write a function to return a list of integers that are even.",
+                 "Write a function to return a list of integers that are prime."]
+    copied, _ = parse_proposal(_proposal("x", "Parse the input string and sort numbers from smallest to largest."),
+                               "config")
+    assert copied_example(copied, questions) == "from smallest to largest"
+    general, _ = parse_proposal(_proposal("x", "Make sure the function returns a list of integers in order."),
+                                "config")
+    assert copied_example(general, questions) is None
+
+
 def test_meta_agent_repairs_a_proposal_that_copies_an_example_and_names_it_descriptively():
     replies = iter([
         _proposal("mbpp", "Count lists within a list by converting each list to a tuple."),

@@ -26,6 +26,8 @@ _ECHO = re.compile(r"(^|-)(what-(the|this|a)-system|e-g|the-system|this-system)(
 MAX_NAME_WORDS = 6
 NGRAM = 6
 """Words in a row that, shared with a task example (and not task boilerplate), count as copying it."""
+SHORT_NGRAM = 4
+"""Fewer words in a row also count when two of them are rare in the task (in at most a tenth of its examples)."""
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -86,18 +88,26 @@ def copied_example(genome: Genome, examples: Sequence[str]) -> str | None:
     """The passage an agent's instructions (or role) copy from a task example, or None.
 
     Runs of :data:`NGRAM` words shared with an example count, unless they are the task's boilerplate (in
-    at least half the examples, e.g. "write the complete python function in a code block")."""
+    at least half the examples, e.g. "write the complete python function in a code block"); so do runs of
+    :data:`SHORT_NGRAM` words with two words rare in the task."""
     if genome.kind != "config" or len(examples) < 2:
         return None  # with one example, its boilerplate cannot be told from its content
-    df = Counter(g for e in examples for g in _grams(_words(e)))
     common = max(2, (len(examples) + 1) // 2)
+    df = Counter(g for e in examples for g in _grams(_words(e)))
     specific = {g for g, count in df.items() if count < common}
+    # Shorter runs count when they carry the words of one problem: a paraphrase keeps those ("sort numbers
+    # from smallest to largest"), where general instructions share only common words ("a list of integers").
+    word_df = Counter(w for e in examples for w in set(_words(e)))
+    rare = {w for w, count in word_df.items() if count <= max(1, len(examples) // 10)}
+    short_df = Counter(g for e in examples for g in _grams(_words(e), SHORT_NGRAM))
+    short_specific = {g for g, count in short_df.items() if count < common and len(rare.intersection(g)) >= 2}
     for agent in genome.agents:
         words = _words(f"{agent.role} {agent.instructions}")
         covered = [False] * len(words)
-        for i in range(len(words) - NGRAM + 1):
-            if tuple(words[i: i + NGRAM]) in specific:
-                covered[i: i + NGRAM] = [True] * NGRAM
+        for n, grams in ((NGRAM, specific), (SHORT_NGRAM, short_specific)):
+            for i in range(len(words) - n + 1):
+                if tuple(words[i: i + n]) in grams:
+                    covered[i: i + n] = [True] * n
         spans, start = [], None
         for i, flag in enumerate([*covered, False]):
             if flag and start is None:
