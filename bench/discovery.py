@@ -74,6 +74,20 @@ def run_strategy(args: argparse.Namespace, strategy: str, state: dict[str, Any])
     return result
 
 
+def search_minutes(run_dir: Path) -> float:
+    """The search's own clock from its ledger (it goes on across resumes, so killed segments count too)."""
+    ledger = Path(run_dir) / "ledger.jsonl"
+    if not ledger.is_file():
+        return 0.0
+    last = 0.0
+    for line in ledger.read_text().splitlines():
+        try:
+            last = max(last, float(json.loads(line).get("t", 0.0)))
+        except (ValueError, AttributeError):
+            continue  # a line cut by a kill
+    return last / 60
+
+
 def events(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     if not path.is_file():
@@ -176,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         row["valid_share"] = len(proposals) / tried if tried else float("nan")
         row["duplicates"] = stats.get("duplicates", 0)
         row["calls"] = result.spend.get("llm_calls", 0)
-        row["minutes"] = state["minutes"].get(strategy, 0.0)
+        row["minutes"] = search_minutes(result.run_dir) or state["minutes"].get(strategy, 0.0)
         row["operators"] = _operator_gains(result)
         rows.append(row)
         run_events = events(result.run_dir)
@@ -217,6 +231,16 @@ def _server() -> str:
     return f"llama.cpp's server with {SLOTS} slots" if server_binary() else "llama-cpp-python's server"
 
 
+def _status(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
+    done = [r["strategy"] for r in rows]
+    todo = [s for s in args.strategies if s not in done]
+    if not todo:
+        return []
+    return [f"**Status: not finished.** Done: {', '.join(done) or 'none'}; still to run: {', '.join(todo)} (the "
+            "same command goes on from the run folders and the answer cache), then the transfer to "
+            f"{args.transfer}.", ""]
+
+
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[str, Any] | None) -> None:
     cfg = parse_lm(args.lm)
     lines = [
@@ -230,12 +254,14 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         "strategies share one archive. Held-out: the full test split "
         f"({'all' if args.test_limit is None else args.test_limit} examples). (found - best seed) is the paired "
         "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
-        "proposals that were valid and ran; `dups` = proposals skipped as already tried.",
+        "proposals that were valid and ran; `dups` = proposals skipped as already tried; `minutes` = the "
+        "search's own clock (across resumes), without the held-out re-scoring.",
         "",
         f"Command: `python bench/discovery.py {' '.join(sys.argv[1:])}`. The LM answers of this run are committed "
         f"as `{CACHE_FILE.relative_to(RESULTS.parent.parent)}`: unpack it and point `MASFORGE_LM_CACHE` at it to "
         "re-run or continue the benchmark without generating any answer twice.",
         "",
+        *_status(args, rows),
         "| strategy | best seed (val / test) | best found (val / test) | found - seed on test [95% CI] | "
         "top-3 found, test | valid | dups | LM calls | minutes |",
         "|---|---|---|---|---|---:|---:|---:|---:|",
@@ -263,7 +289,12 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
                   f"`{transfer['found'].name}` {np.mean(transfer['found_scores']):.3f} vs best seed "
                   f"`{transfer['seed'].name}` {np.mean(transfer['seed_scores']):.3f}; difference {d[0]:+.3f} "
                   f"[{d[1]:+.3f}, {d[2]:+.3f}].", ""]
-    if rows:
+    if rows and len(rows) < len(args.strategies):
+        lines.append("**Result so far:** " + (f"{', '.join(verdict)} found a system whose held-out CI of (found - best "
+                                               "seed) lies above 0." if verdict else
+                                               "no finished strategy found a system whose held-out CI of (found - "
+                                               "best seed) lies above 0."))
+    elif rows:
         if verdict:
             lines.append(f"**Result:** {', '.join(verdict)} found a system whose held-out CI of (found - best seed) "
                          "lies above 0.")
