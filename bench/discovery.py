@@ -38,6 +38,7 @@ from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE_FILE = Path(__file__).resolve().parent / "cache" / "discovery_lm_cache.sqlite.gz"
+NOTES_MARKER = "<!-- notes: kept when the tables are written again -->"
 SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate", "reflexion_code"]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
 
@@ -301,8 +302,11 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         else:
             lines.append("**Result:** no strategy found a system whose held-out CI of (found - best seed) lies above 0 "
                          "at this budget; see the operators line for where improvements came from.")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    out = Path(args.out)
+    # A person's reading of the results (below the marker) outlives the tables it was written about.
+    kept = out.read_text().split(NOTES_MARKER, 1)[1] if out.is_file() and NOTES_MARKER in out.read_text() else ""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n" + (f"\n{NOTES_MARKER}{kept}" if kept else ""))
     print("\n".join(lines), flush=True)
 
 
