@@ -304,7 +304,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
                          "at this budget; see the operators line for where improvements came from.")
     out = Path(args.out)
     # A person's reading of the results (below the marker) outlives the tables it was written about.
-    kept = out.read_text().split(NOTES_MARKER, 1)[1] if out.is_file() and NOTES_MARKER in out.read_text() else ""
+    previous = out.read_text() if out.is_file() else ""
+    kept = previous.split(NOTES_MARKER, 1)[1] if NOTES_MARKER in previous else ""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n" + (f"\n{NOTES_MARKER}{kept}" if kept else ""))
     print("\n".join(lines), flush=True)

@@ -93,13 +93,14 @@ def copied_example(genome: Genome, examples: Sequence[str]) -> str | None:
     if genome.kind != "config" or len(examples) < 2:
         return None  # with one example, its boilerplate cannot be told from its content
     common = max(2, (len(examples) + 1) // 2)
-    df = Counter(g for e in examples for g in _grams(_words(e)))
+    example_words = [_words(e) for e in examples]
+    df = Counter(g for words in example_words for g in _grams(words))
     specific = {g for g, count in df.items() if count < common}
     # Shorter runs count when they carry the words of one problem: a paraphrase keeps those ("sort numbers
     # from smallest to largest"), where general instructions share only common words ("a list of integers").
-    word_df = Counter(w for e in examples for w in set(_words(e)))
+    word_df = Counter(w for words in example_words for w in set(words))
     rare = {w for w, count in word_df.items() if count <= max(1, len(examples) // 10)}
-    short_df = Counter(g for e in examples for g in _grams(_words(e), SHORT_NGRAM))
+    short_df = Counter(g for words in example_words for g in _grams(words, SHORT_NGRAM))
     short_specific = {g for g, count in short_df.items() if count < common and len(rare.intersection(g)) >= 2}
     for agent in genome.agents:
         words = _words(f"{agent.role} {agent.instructions}")

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
+from masforge.runtime.standalone.connect import cut_at_stop
 from masforge.runtime.standalone.names import TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
 
@@ -77,17 +78,11 @@ class PlainAdapter(dspy.Adapter):
 
     def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
                  demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        stop = _stop_strings(signature)
-        if stop:
-            lm_kwargs = {**lm_kwargs, "stop": list(stop)}
-        return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+        return super().__call__(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
 
     async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
                     demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        stop = _stop_strings(signature)
-        if stop:
-            lm_kwargs = {**lm_kwargs, "stop": list(stop)}
-        return await super().acall(lm, lm_kwargs, signature, demos, inputs)
+        return await super().acall(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
 
     # -- formatting -------------------------------------------------------------------------------
 
@@ -170,9 +165,8 @@ class PlainAdapter(dspy.Adapter):
     # -- parsing ----------------------------------------------------------------------------------
 
     def parse(self, signature: type[Signature], completion: str) -> dict[str, Any]:
-        text = strip_think(completion or "").lstrip()
-        for stop in _stop_strings(signature):  # whatever the provider did with the stop strings
-            text = text.split(stop, 1)[0]
+        # whatever the provider did with the stop strings
+        text = cut_at_stop(strip_think(completion or "").lstrip(), _stop_strings(signature))
         outs = list(signature.output_fields.items())
         if len(outs) == 1:
             name, field = outs[0]
@@ -230,6 +224,11 @@ def _stop_strings(signature: type[Signature]) -> tuple[str, ...]:
     if _is_react_step(signature):
         return _REACT_STOP
     return _TRAJECTORY_STOP if "trajectory" in signature.input_fields else ()
+
+
+def _with_stop(lm_kwargs: dict[str, Any], signature: type[Signature]) -> dict[str, Any]:
+    stop = _stop_strings(signature)
+    return {**lm_kwargs, "stop": list(stop)} if stop else lm_kwargs
 
 
 def _plain_tool_instructions(instructions: str) -> str:
