@@ -10,7 +10,9 @@ is transferred to the MBPP test split next to the best seed.
     MASFORGE_DATA_DIR=<data> python bench/discovery.py [--strategies random meta evolve swarm] [--candidates 26]
 
 Resumable: a strategy whose run folder exists is resumed (finished evaluations are reused, LM answers come
-from the cache), so the benchmark can be stopped and started again across sessions. Writes
+from the cache), so the benchmark can be stopped and started again across sessions. A strategy that already
+reached its candidate budget is read from its summary, not resumed: a resume replays the proposals, and a
+meta-agent changed since would propose other systems than the ones the finished run reports. Writes
 bench/results/discovery.md and bench/results/discovery.svg after every strategy.
 """
 
@@ -23,6 +25,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -35,6 +38,7 @@ from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
 from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
+from masforge.search.population import Candidate  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE_FILE = Path(__file__).resolve().parent / "cache" / "discovery_lm_cache.sqlite.gz"
@@ -56,8 +60,30 @@ def paired(found: list[float], seed: list[float]) -> tuple[float, float, float]:
     return float(diffs.mean()), lo, hi
 
 
+def finished_run(run_dir: Path, candidates: int) -> Any | None:
+    """A run that reached ``candidates`` as its summary reports it (candidates rebuilt from the archive), or None."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    if summary.get("stop_reason") != "max_candidates" or summary["stats"].get("evaluated", 0) < candidates:
+        return None
+    from masforge.archive.store import Archive
+
+    archive = Archive.open(run_dir / summary["archive"])
+    cands = [Candidate(genome=archive.genome(c["id"]), score=c["score"], fitness=c["fitness"],
+                       operator=c["operator"], strategy=c["strategy"], generation=c["generation"],
+                       parents=list(c["parents"]), pruned=bool(c.get("pruned", False)))
+             for c in summary["candidates"]]
+    return SimpleNamespace(candidates=cands, stats=summary["stats"], spend=summary["spend"], run_dir=run_dir,
+                           stop_reason=summary["stop_reason"])
+
+
 def run_strategy(args: argparse.Namespace, strategy: str, state: dict[str, Any]) -> Any:
     run_dir = Path(args.runs) / f"discovery-{strategy}"
+    done = finished_run(run_dir, args.candidates)
+    if done is not None:
+        return done
     started = time.time()
     common = dict(progress=False)
     if (run_dir / "config.yaml").is_file():  # resumed, possibly with a larger budget than before
@@ -89,14 +115,19 @@ def search_minutes(run_dir: Path) -> float:
     return last / 60
 
 
-def events(run_dir: Path) -> list[dict[str, Any]]:
+def events(run_dir: Path, ids: set[str]) -> list[dict[str, Any]]:
+    """The run's candidates in the order they were first evaluated (only ``ids``: a killed resume that proposed
+    other systems after the run had finished left rows that are not part of its result)."""
     path = run_dir / "events.jsonl"
     if not path.is_file():
         return []
     rows, seen = [], set()
     for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if row.get("event") == "candidate" and row["id"] not in seen:  # a resume replays restored candidates
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if row.get("event") == "candidate" and row["id"] in ids and row["id"] not in seen:  # resumes replay
             seen.add(row["id"])
             rows.append(row)
     return rows
@@ -194,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         row["minutes"] = search_minutes(result.run_dir) or state["minutes"].get(strategy, 0.0)
         row["operators"] = _operator_gains(result)
         rows.append(row)
-        run_events = events(result.run_dir)
+        run_events = events(result.run_dir, {c.id for c in result.candidates})
         curve, best = [], 0.0
         for e in run_events:
             best = max(best, float(e["score"]))

@@ -479,6 +479,6 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
-                        "seed": c.id in seed_ids, "ci": list(c.ci)} for c in result.candidates],
+                        "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci)} for c in result.candidates],
     }
     (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")
