@@ -3,6 +3,8 @@
 Only behaviour-relevant fields enter the hash. ``name``, ``description``, ``source`` and ``metadata`` are
 documentation/lineage; key order and surrounding whitespace never matter; duplicate edges count once and
 edge order is irrelevant (edges are a set). Agent order *is* kept: it breaks ties in execution order.
+A majority vote over a single answer (one agent, one copy, feeds the output) is that answer, so it hashes as
+``last``: the duplicate check then sees it as the same system.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     topo["edges"] = [[a, b] for a, b in sorted({(a, b) for a, b in topo["edges"]})]
     if topo["aggregation"] != "judge":
         topo["judge"] = None
+    if topo["aggregation"] == "majority_vote":
+        voters = sum(a.get("copies", 1) for a in data["agents"] if [a["id"], "output"] in topo["edges"])
+        if voters == 1:
+            topo["aggregation"] = "last"
     data["components"] = sorted(set(data["components"]))
     for agent in data["agents"]:
         agent["tools"] = sorted(set(agent["tools"]))

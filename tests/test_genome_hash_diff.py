@@ -167,7 +167,8 @@ BEHAVIOURAL = [
                                                            ["checker", "solver"], ["checker", "output"]])),
     ("rounds", _set_topo(rounds=2)),
     ("message_passing", _set_topo(message_passing="synchronous")),
-    ("aggregation", _set_topo(aggregation="majority_vote")),
+    ("aggregation", lambda d: (d["topology"].update(aggregation="majority_vote"),
+                               d["agents"][1].update(copies=2))),
     ("judge", lambda d: d["topology"].update(aggregation="judge", judge="solver")),
     ("inputs", lambda d: d.update(inputs=["question", "context"])),
     ("outputs", lambda d: d.update(outputs=["answer", "confidence"])),
@@ -183,6 +184,14 @@ def test_behavioural_changes_change_the_id(change):
 def test_all_behavioural_variants_are_distinct():
     ids = {mutated(c).id for _, c in BEHAVIOURAL}
     assert len(ids) == len(BEHAVIOURAL)
+
+
+def test_a_vote_over_one_answer_is_the_system_without_the_vote():
+    one_voter = mutated(_set_topo(aggregation="majority_vote"))  # checker, one copy, is the only voter
+    assert one_voter.id == base().id
+    two_voters = mutated(lambda d: d["topology"].update(
+        aggregation="majority_vote", edges=[*d["topology"]["edges"], ["solver", "output"]]))
+    assert two_voters.id != mutated(lambda d: d["topology"]["edges"].append(["solver", "output"])).id
 
 
 def test_judge_choice_matters_under_judge_aggregation():
@@ -307,6 +316,7 @@ def test_diff_added_and_removed_agents_and_edges():
 def test_diff_changed_fields():
     def change(d):
         d["agents"][0].update(temperature=0.2, module="refine", copies=3, tools=["python"])
+        d["agents"][1].update(copies=3)  # a vote needs more than one answer to be a change
         d["topology"].update(rounds=2, aggregation="majority_vote")
         d["outputs"] = ["answer", "confidence"]
 

@@ -54,6 +54,25 @@ def test_structural_edit_changes_an_agents_adapter():
     assert child.agents[0].adapter in ("chat", "json", "plain")
 
 
+def test_structural_children_describe_themselves_not_their_parent():
+    sc, io = load_seed("self_consistency"), load_seed("io")
+    child, what = structural.mutate(sc, random.Random(0), edits={"c": structural.change_copies})
+    assert child.description != sc.description and "From self-consistency" in child.description
+    assert f"{child.agents[0].copies} copies" in child.description or child.agents[0].copies == 1
+    cross = next(r for seed in range(20) if (r := structural.crossover(sc, io, random.Random(seed))))
+    assert cross[0].description.startswith("1 agent: ") and "from io" in cross[0].description
+
+
+def test_outline_reads_wiring_copies_and_aggregation():
+    from masforge.genome.outline import outline
+
+    assert outline(load_seed("self_consistency")) == ("1 agent: solver the careful solver (chain of thought; "
+                                                      "5 copies); the output is a majority vote over solver.")
+    assert "coder the programmer" in outline(load_seed("reflexion_code"))
+    assert "reading coder" in outline(load_seed("reflexion_code"))
+    assert outline(load_seed("io")) == "1 agent: answerer (predict); the output is answerer's answer."
+
+
 def test_meta_agent_schema_and_parser_carry_the_adapter():
     assert proposal_json_schema()["properties"]["agents"]["items"]["properties"]["adapter"]["enum"] == [
         "auto", "chat", "json", "plain"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from masforge.genome.outline import outline
 from masforge.genome.schema import MODULE_KINDS, Agent, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
@@ -162,6 +163,7 @@ def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None 
         child.metadata = {}
         if not problems(child) and child.id != genome.id:
             child.name = f"{genome.name.split('~')[0]}~{child.short_id[:6]}"
+            child.description = f"{outline(child)} From {genome.name}: {what}."
             return child, what
     return None
 
@@ -188,5 +190,6 @@ def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple
         if taken and not problems(child) and child.id not in (a.id, b.id):
             child.name = f"{a.name.split('~')[0]}x{b.name.split('~')[0]}"[:60]
             child.metadata = {}
+            child.description = f"{outline(child)} Wiring of {a.name}, agents {', '.join(taken)} from {b.name}."
             return child, f"agents {', '.join(taken)} from {b.short_id}"
     return None

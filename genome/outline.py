@@ -1,0 +1,45 @@
+"""A one-sentence description of what a config genome is, read off its structure.
+
+Operators that change a system's structure without a model (structural mutation, crossover) use it as the
+child's description: the parent's prose would describe the parent ("five chains vote") and be wrong for
+the child.
+"""
+
+from __future__ import annotations
+
+from masforge.genome.schema import Agent, Genome
+
+
+def _agent_text(agent: Agent) -> str:
+    parts = [agent.module.replace("_", " ")]
+    if agent.copies > 1:
+        parts.append(f"{agent.copies} copies")
+    if agent.tools:
+        parts.append("tools " + ", ".join(agent.tools))
+    role = f" the {agent.role}" if agent.role and agent.role != agent.id else ""
+    return f"{agent.id}{role} ({'; '.join(parts)})"
+
+
+def outline(genome: Genome) -> str:
+    """E.g. ``"2 agents: solver (chain of thought; 5 copies); checker (predict) reading solver; the output is
+    checker's answer."``"""
+    if genome.kind != "config":
+        return genome.description
+    edges = set(genome.topology.edges)
+    chain: list[str] = []
+    for agent in genome.agents:
+        reads = [a for a, b in edges if b == agent.id and a != "input"]
+        text = _agent_text(agent)
+        chain.append(f"{text} reading {', '.join(sorted(reads))}" if reads else text)
+    voters = [a.id for a in genome.agents if (a.id, "output") in edges] or [genome.agents[-1].id]
+    topo = genome.topology
+    answers = sum(a.copies for a in genome.agents if a.id in voters)
+    if topo.aggregation == "judge" and topo.judge:
+        ending = f"the output is {topo.judge}'s pick among {', '.join(voters)}"
+    elif topo.aggregation == "majority_vote" and answers > 1:
+        ending = f"the output is a majority vote over {', '.join(voters)}"
+    else:
+        ending = f"the output is {voters[-1]}'s answer"
+    rounds = f", {topo.rounds} rounds" if topo.rounds > 1 else ""
+    n = len(genome.agents)
+    return f"{n} agent{'s' if n != 1 else ''}{rounds}: {'; '.join(chain)}; {ending}."
