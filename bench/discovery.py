@@ -222,7 +222,10 @@ def main(argv: list[str] | None = None) -> None:
         row["valid_share"] = len(proposals) / tried if tried else float("nan")
         row["duplicates"] = stats.get("duplicates", 0)
         row["calls"] = result.spend.get("llm_calls", 0)
-        row["minutes"] = search_minutes(result.run_dir) or state["minutes"].get(strategy, 0.0)
+        # a finished run read from its summary: its clock then (a later killed resume may have run on)
+        finished_s = result.spend.get("elapsed_s") if isinstance(result, SimpleNamespace) else None
+        row["minutes"] = (finished_s / 60 if finished_s else search_minutes(result.run_dir)
+                          or state["minutes"].get(strategy, 0.0))
         row["operators"] = _operator_gains(result)
         rows.append(row)
         run_events = events(result.run_dir, {c.id for c in result.candidates})
