@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         # a finished run read from its summary: its clock then (a later killed resume may have run on)
         finished_s = result.spend.get("elapsed_s") if isinstance(result, SimpleNamespace) else None
         row["minutes"] = (finished_s / 60 if finished_s else search_minutes(result.run_dir)
-                          or state["minutes"].get(strategy, 0.0))
+                          or state.get("minutes", {}).get(strategy, 0.0))
         row["operators"] = _operator_gains(result)
         rows.append(row)
         run_events = events(result.run_dir, {c.id for c in result.candidates})
