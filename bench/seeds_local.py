@@ -41,8 +41,14 @@ def seed_row(task, client: LMClient, seed: str, n: int) -> dict:
     return {"name": seed, **through_masforge(task, client, seed, n, not_failures=("ok",))}
 
 
-def render(header: list[str], tables: dict[str, list[dict]]) -> str:
+def render(header: list[str], tables: dict[str, list[dict]], seeds: list[str] | None = None) -> str:
     out = [*header]
+    # a seed is done when every task has its row (an error row counts: it is a result to fix)
+    ran = [{r["name"].split(" (error")[0] for r in rows} for rows in tables.values()]
+    todo = [s for s in seeds or [] if not all(s in names for names in ran)]
+    if todo:
+        out += ["", f"**Status: not finished.** Still to run: {', '.join(todo)} (the same command goes on; "
+                    "answers already generated come from the answer cache)."]
     for task, rows in tables.items():
         out += ["", f"## {task}", "",
                 "| system | n | score | 95% CI | LM calls/ex | tokens/ex | s/ex | failures |",
@@ -79,18 +85,20 @@ def main(argv: list[str] | None = None) -> None:
               "below without a reason."]
     tables: dict[str, list[dict]] = {t: [] for t in args.tasks}
     client = LMClient({"worker": cfg})
-    for name in args.tasks:
-        task = get_task(name)
+    tasks = {name: get_task(name) for name in args.tasks}
+    for name, task in tasks.items():
         tables[name].append(plain_row(task, client, args.n))
-        Path(args.out).write_text(render(header, tables))
-        for seed in seeds:
+        Path(args.out).write_text(render(header, tables, seeds))
+    # Seed by seed over all tasks (not task by task): a stopped run has whole rows, cheapest seeds first.
+    for seed in seeds:
+        for name, task in tasks.items():
             try:
                 tables[name].append(seed_row(task, client, seed, args.n))
             except Exception as exc:  # a seed that cannot run is a row to fix, not the end of the benchmark
                 tables[name].append({"name": f"{seed} (error: {exc})"[:120], "scores": [], "calls": 0, "tokens": 0,
                                      "seconds": 0.0, "failures": {}})
             print(name, tables[name][-1]["name"], sum(tables[name][-1]["scores"]), flush=True)
-            Path(args.out).write_text(render(header, tables))
+            Path(args.out).write_text(render(header, tables, seeds))
 
 
 if __name__ == "__main__":
