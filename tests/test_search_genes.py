@@ -14,7 +14,12 @@ from masforge.runtime.budget import Budget
 from masforge.runtime.lm import LMClient
 from masforge.search.context import SearchContext
 from masforge.search.operators import structural
-from masforge.search.operators.hygiene import copied_example, descriptive_name, structural_name
+from masforge.search.operators.hygiene import (
+    copied_example,
+    descriptive_name,
+    placeholder_instructions,
+    structural_name,
+)
 from masforge.search.operators.meta import MetaAgent
 from masforge.search.operators.proposal import parse_proposal, proposal_json_schema
 from masforge.search.strategies.tune import Tune
@@ -137,3 +142,16 @@ def test_meta_agent_repairs_a_proposal_that_copies_an_example_and_names_it_descr
     assert "converting" not in prop.genome.agents[0].instructions
     assert prop.genome.name == "coder"
     assert meta.counters["copied_examples"] == 1
+
+
+def test_meta_agent_repairs_instructions_that_are_the_formats_placeholder():
+    # seen from the 0.5B meta-agent on HumanEval: "instructions": "what this agent does", scored 0
+    replies = iter([
+        _proposal("solver-x3-vote", "what this agent does"),
+        _proposal("solver-x3-vote", "Solve the problem step by step, then give the complete function."),
+    ])
+    ctx, meta = _ctx(lambda messages: next(replies))
+    prop = meta.invent(ctx, from_scratch=True)
+    assert prop is not None and prop.genome.agents[0].instructions.startswith("Solve the problem")
+    assert meta.counters["placeholder_instructions"] == 1
+    assert placeholder_instructions(prop.genome) is None

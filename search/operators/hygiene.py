@@ -28,6 +28,17 @@ NGRAM = 6
 """Words in a row that, shared with a task example (and not task boilerplate), count as copying it."""
 SHORT_NGRAM = 4
 """Fewer words in a row also count when two of them are rare in the task (in at most a tenth of its examples)."""
+# The proposal format's placeholder for an agent's instructions, copied as they are: an agent told "what this
+# agent does" has no instructions at all (the 0.5B meta-agent did this; such proposals scored 0).
+_PLACEHOLDER_INSTRUCTIONS = re.compile(r"^\W*(what|describe)\W+(this|the)\W+agent\W+(does|must do|should do)\W*$",
+                                       re.IGNORECASE)
+
+
+def placeholder_instructions(genome: Genome) -> str | None:
+    """The id of an agent whose instructions are the proposal format's placeholder, or None."""
+    if genome.kind != "config":
+        return None
+    return next((a.id for a in genome.agents if _PLACEHOLDER_INSTRUCTIONS.match(a.instructions.strip())), None)
 
 
 def slug(text: str, limit: int = 48) -> str:

@@ -26,7 +26,7 @@ from masforge.runtime.lm import LMClient
 from masforge.runtime.standalone.plain_adapter import strip_think
 from masforge.search.context import Proposal
 from masforge.search.features import scaled_features
-from masforge.search.operators.hygiene import copied_example, descriptive_name
+from masforge.search.operators.hygiene import copied_example, descriptive_name, placeholder_instructions
 from masforge.search.operators.prompting import failure_text, fit_prompt, genome_brief, score_text
 from masforge.search.operators.proposal import GenomeKind, ProposalParseError, parse_proposal, proposal_json_schema
 from masforge.search.population import Candidate
@@ -342,8 +342,13 @@ class MetaAgent:
         return self._accept(genome, rationale, operator, parents, 0)
 
     def _check_general(self, genome: Genome, ctx: SearchContext | None) -> None:
-        """Refuse instructions that copy a task example (they cannot transfer) and give the design a name
-        that says what it does (not the task's name, not a name already in the run)."""
+        """Refuse instructions that are the format's placeholder or copy a task example (they cannot transfer)
+        and give the design a name that says what it does (not the task's name, not a name already in the run)."""
+        placeholder = placeholder_instructions(genome)
+        if placeholder:
+            self.counters["placeholder_instructions"] += 1
+            raise ProposalParseError(f"agent {placeholder}'s instructions are the format's placeholder; write what "
+                                     "this agent must do, in general words")
         if ctx is None:
             return
         texts = [" ".join(str(v) for v in ex.inputs.values()) for ex in ctx.evaluator.examples]
