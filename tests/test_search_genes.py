@@ -95,6 +95,18 @@ def test_tune_searches_the_adapter():
     assert tune._params_of(tune.base) == {"solver.adapter": "auto"}
 
 
+def test_names_that_claim_structure_the_system_lacks_are_replaced():
+    # seen from the 0.5B meta-agent: the format's example name "solver-x3-vote" on one chain of thought
+    cot, sc = load_seed("cot"), load_seed("self_consistency")
+    assert descriptive_name("solver-x3-vote", cot) == structural_name(cot) == "careful-solver"
+    assert descriptive_name("solver-r2", cot) == "careful-solver"
+    assert descriptive_name("solver-judge", cot) == "careful-solver"
+    assert descriptive_name("solver-x5-vote", sc) == "solver-x5-vote"  # true of self-consistency
+    one_voter = sc.model_copy(deep=True)
+    one_voter.agents[0].copies = 1
+    assert descriptive_name("solver-vote", one_voter) == structural_name(one_voter) == "careful-solver"
+
+
 def test_names_that_only_repeat_the_task_are_replaced_by_what_the_system_is():
     sc = load_seed("self_consistency")
     assert structural_name(sc) == "careful-solver-x5-vote"

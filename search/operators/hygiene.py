@@ -48,6 +48,11 @@ def slug(text: str, limit: int = 48) -> str:
     return out[:limit].rstrip("-")
 
 
+def _answers(genome: Genome) -> int:
+    """How many answers reach the output (what a majority vote votes over)."""
+    return sum(a.copies for a in genome.agents if (a.id, "output") in set(genome.topology.edges))
+
+
 def structural_name(genome: Genome) -> str:
     """A name made from what the system is: its agents' roles (or module kinds), copies, rounds and how the
     answer is chosen, e.g. ``planner-coder-critic``, ``solver-x5-vote``, ``mathematician-skeptic-judge-r2``."""
@@ -63,7 +68,7 @@ def structural_name(genome: Genome) -> str:
         word = slug(agent.role, 20) or _MODULE_WORD.get(agent.module, agent.module)
         parts.append(word + (f"-x{agent.copies}" if agent.copies > 1 else ""))
     parts = list(dict.fromkeys(parts))[:4]
-    if topo.aggregation == "majority_vote":
+    if topo.aggregation == "majority_vote" and _answers(genome) > 1:
         parts.append("vote")
     elif judge:
         parts.append("judge")
@@ -72,13 +77,32 @@ def structural_name(genome: Genome) -> str:
     return slug(" ".join(parts)) or "system"
 
 
+def _false_claim(name: str, genome: Genome) -> bool:
+    """The name claims structure the system does not have: the 0.5B meta-agent copies the format's example
+    name "solver-x3-vote" onto a single chain of thought."""
+    if genome.kind != "config":
+        return False
+    words = name.split("-")
+    topo = genome.topology
+    copies = {a.copies for a in genome.agents}
+    for word in words:
+        if (m := re.fullmatch(r"x(\d+)", word)) and int(m.group(1)) not in copies:
+            return True
+        if (m := re.fullmatch(r"r(\d+)", word)) and int(m.group(1)) != topo.rounds:
+            return True
+    if "vote" in words and not (topo.aggregation == "majority_vote" and _answers(genome) > 1):
+        return True
+    return "judge" in words and topo.aggregation != "judge"
+
+
 def descriptive_name(name: str, genome: Genome, *, task_name: str = "", taken: Iterable[str] = ()) -> str:
     """``name`` if it says something about the system, else a structural name; never just the task's name."""
     own = slug(name)
     task_words = [w for w in re.findall(r"[a-z0-9]+", task_name.lower()) if len(w) > 2]
     for word in task_words:  # "mbpp-solver" says nothing the task name does not
         own = re.sub(rf"(^|-){re.escape(word)}(?=-|$)", "", own).strip("-")
-    if own in _GENERIC or len(own) < 3 or _ECHO.search(own) or own.count("-") >= MAX_NAME_WORDS:
+    if (own in _GENERIC or len(own) < 3 or _ECHO.search(own) or own.count("-") >= MAX_NAME_WORDS
+            or _false_claim(own, genome)):
         own = structural_name(genome)
     used = set(taken)
     if own in used:
