@@ -4,7 +4,8 @@ Only behaviour-relevant fields enter the hash. ``name``, ``description``, ``sour
 documentation/lineage; key order and surrounding whitespace never matter; duplicate edges count once and
 edge order is irrelevant (edges are a set). Agent order *is* kept: it breaks ties in execution order.
 A majority vote over a single answer (one agent, one copy, feeds the output) is that answer, so it hashes as
-``last``: the duplicate check then sees it as the same system.
+``last``; rounds and message passing only act on cycles, so a system without one hashes with the defaults:
+the duplicate check then sees such variants as the same system.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def _canonical_signature(text: str) -> str:
         return " ".join(text.split())
 
 
+def _has_cycle(agents: list[str], edges: list[tuple[str, str]]) -> bool:
+    # imported here: the graph module reads Genome, whose id this module computes
+    from masforge.genome.graph import is_cyclic, strongly_connected
+
+    pairs = set(edges)
+    return any(is_cyclic(c, pairs) for c in strongly_connected(agents, pairs))
+
+
 def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     """The behaviour-relevant content of ``genome`` in a canonical form (JSON-ready)."""
     data = genome.model_dump(mode="json", exclude=_DOC_FIELDS)
@@ -58,6 +67,8 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     topo["edges"] = [[a, b] for a, b in sorted({(a, b) for a, b in topo["edges"]})]
     if topo["aggregation"] != "judge":
         topo["judge"] = None
+    if not _has_cycle([a["id"] for a in data["agents"]], [(a, b) for a, b in topo["edges"]]):
+        topo["rounds"], topo["message_passing"] = 1, "sequential"
     if topo["aggregation"] == "majority_vote":
         voters = sum(a.get("copies", 1) for a in data["agents"] if [a["id"], "output"] in topo["edges"])
         if voters == 1:

@@ -165,8 +165,9 @@ BEHAVIOURAL = [
     ("edge-removed", lambda d: d["topology"]["edges"].remove(["input", "checker"])),
     ("edge-reversed", lambda d: d["topology"].update(edges=[["input", "solver"], ["input", "checker"],
                                                            ["checker", "solver"], ["checker", "output"]])),
-    ("rounds", _set_topo(rounds=2)),
-    ("message_passing", _set_topo(message_passing="synchronous")),
+    ("rounds", lambda d: (d["topology"].update(rounds=2), d["topology"]["edges"].append(["checker", "solver"]))),
+    ("message_passing", lambda d: (d["topology"].update(rounds=2, message_passing="synchronous"),
+                                   d["topology"]["edges"].append(["checker", "solver"]))),
     ("aggregation", lambda d: (d["topology"].update(aggregation="majority_vote"),
                                d["agents"][1].update(copies=2))),
     ("judge", lambda d: d["topology"].update(aggregation="judge", judge="solver")),
@@ -192,6 +193,13 @@ def test_a_vote_over_one_answer_is_the_system_without_the_vote():
     two_voters = mutated(lambda d: d["topology"].update(
         aggregation="majority_vote", edges=[*d["topology"]["edges"], ["solver", "output"]]))
     assert two_voters.id != mutated(lambda d: d["topology"]["edges"].append(["solver", "output"])).id
+
+
+def test_rounds_without_a_cycle_are_the_system_without_them():
+    assert mutated(_set_topo(rounds=3, message_passing="synchronous")).id == base().id  # no cycle to repeat
+    looped = mutated(lambda d: d["topology"]["edges"].append(["checker", "solver"]))
+    assert mutated(lambda d: (d["topology"]["edges"].append(["checker", "solver"]),
+                              d["topology"].update(rounds=3))).id != looped.id
 
 
 def test_judge_choice_matters_under_judge_aggregation():
@@ -317,7 +325,8 @@ def test_diff_changed_fields():
     def change(d):
         d["agents"][0].update(temperature=0.2, module="refine", copies=3, tools=["python"])
         d["agents"][1].update(copies=3)  # a vote needs more than one answer to be a change
-        d["topology"].update(rounds=2, aggregation="majority_vote")
+        d["topology"].update(rounds=2, aggregation="majority_vote")  # and rounds need a cycle
+        d["topology"]["edges"].append(["checker", "solver"])
         d["outputs"] = ["answer", "confidence"]
 
     changes = {c.path: c for c in diff_genomes(base(), mutated(change))}
@@ -329,7 +338,7 @@ def test_diff_changed_fields():
     assert str(changes["topology.rounds"]) == "~ topology.rounds: 1 -> 2"
     assert str(changes["topology.aggregation"]) == "~ topology.aggregation: last -> majority_vote"
     assert changes["outputs"].new == ["answer", "confidence"]
-    assert all(c.op == "~" for c in changes.values())
+    assert {p for p, c in changes.items() if c.op != "~"} == {"edge"}  # the loop rounds need
 
 
 def test_diff_judge_and_agent_order():
