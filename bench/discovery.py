@@ -278,6 +278,8 @@ def _status(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
 
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[str, Any] | None) -> None:
     cfg = parse_lm(args.lm)
+    held_out = ("the whole test split" if args.test_limit is None
+                else f"the first {args.test_limit} examples of the test split")
     lines = [
         "# Discovery on the embedded model",
         "",
@@ -286,8 +288,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         f"prompt adapter {cfg.resolved_adapter}; served by {_server()}). Search on {args.task} validation "
         f"({args.limit} examples, cascade "
         f"{args.cascade}), {args.candidates} candidates per strategy including the seeds {', '.join(SEEDS)}; all "
-        "strategies share one archive. Held-out: the full test split "
-        f"({'all' if args.test_limit is None else args.test_limit} examples). (found - best seed) is the paired "
+        f"strategies share one archive. Held-out: {held_out}. (found - best seed) is the paired "
         "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
         "proposals that were valid and ran; `dups` = proposals skipped as already tried; `minutes` = the "
         "search's own clock (across resumes), without the held-out re-scoring.",
