@@ -14,7 +14,8 @@ from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError
 from masforge.genome.code import CodeSystem
-from masforge.genome.graph import agent_edges, execution_plan, is_cyclic, predecessors
+from masforge.genome.cycles import is_cyclic
+from masforge.genome.graph import agent_edges, execution_plan, predecessors
 from masforge.genome.result import SystemResult, SystemRunError
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature, validate

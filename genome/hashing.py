@@ -14,6 +14,7 @@ import hashlib
 import json
 from typing import Any, Protocol
 
+from masforge.genome.cycles import is_cyclic, strongly_connected
 from masforge.genome.signature import parse_signature
 
 
@@ -47,9 +48,6 @@ def _canonical_signature(text: str) -> str:
 
 
 def _has_cycle(agents: list[str], edges: list[tuple[str, str]]) -> bool:
-    # imported here: the graph module reads Genome, whose id this module computes
-    from masforge.genome.graph import is_cyclic, strongly_connected
-
     pairs = set(edges)
     return any(is_cyclic(c, pairs) for c in strongly_connected(agents, pairs))
 

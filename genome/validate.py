@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterable
 
 from masforge.errors import GenomeError
-from masforge.genome.graph import Wiring, agent_edges, is_cyclic, strongly_connected
+from masforge.genome.cycles import is_cyclic, strongly_connected
+from masforge.genome.graph import Wiring, agent_edges
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
 from masforge.redact import contains_secret
