@@ -7,6 +7,8 @@ import json
 import random
 from typing import Any
 
+import pytest
+
 from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
@@ -143,27 +145,18 @@ def test_a_paraphrase_that_keeps_one_problems_rare_words_is_a_copy_but_common_ph
     assert copied_example(general, questions) is None
 
 
-def test_meta_agent_repairs_a_proposal_that_copies_an_example_and_names_it_descriptively():
-    replies = iter([
-        _proposal("mbpp", "Count lists within a list by converting each list to a tuple."),
-        _proposal("mbpp", "Plan the function, write it, then check it against the examples in the question."),
-    ])
+# Both seen from the 0.5B meta-agent: a validation problem copied into the instructions, and the proposal
+# format's own placeholder kept as the instructions (those proposals scored 0).
+@pytest.mark.parametrize(("bad", "counter"), [
+    ("Count lists within a list by converting each list to a tuple.", "copied_examples"),
+    ("what this agent does", "placeholder_instructions"),
+])
+def test_meta_agent_sends_unusable_instructions_back_for_repair_and_names_the_design(bad, counter):
+    good = "Plan the function, write it, then check it against the examples in the question."
+    replies = iter([_proposal("mbpp", bad), _proposal("mbpp", good)])
     ctx, meta = _ctx(lambda messages: next(replies))
     prop = meta.invent(ctx, from_scratch=True)
-    assert prop is not None
-    assert "converting" not in prop.genome.agents[0].instructions
+    assert prop is not None and prop.genome.agents[0].instructions == good
     assert prop.genome.name == "coder"
-    assert meta.counters["copied_examples"] == 1
-
-
-def test_meta_agent_repairs_instructions_that_are_the_formats_placeholder():
-    # seen from the 0.5B meta-agent on HumanEval: "instructions": "what this agent does", scored 0
-    replies = iter([
-        _proposal("solver-x3-vote", "what this agent does"),
-        _proposal("solver-x3-vote", "Solve the problem step by step, then give the complete function."),
-    ])
-    ctx, meta = _ctx(lambda messages: next(replies))
-    prop = meta.invent(ctx, from_scratch=True)
-    assert prop is not None and prop.genome.agents[0].instructions.startswith("Solve the problem")
-    assert meta.counters["placeholder_instructions"] == 1
+    assert meta.counters[counter] == 1
     assert placeholder_instructions(prop.genome) is None
