@@ -62,6 +62,12 @@ def predecessors(genome: Genome, node: str) -> list[str]:
     return [n for n in order if n in srcs]
 
 
+def answers_at_output(genome: Genome) -> int:
+    """How many answers reach ``output``: the copies of the agents wired to it (what a majority vote votes over)."""
+    voters = set(predecessors(genome, "output"))
+    return sum(a.copies for a in genome.agents if a.id in voters)
+
+
 def successors(genome: Genome, node: str) -> list[str]:
     """Targets of edges out of ``node``."""
     return sorted({b for a, b in genome.topology.edges if a == node})

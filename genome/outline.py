@@ -7,6 +7,7 @@ the child.
 
 from __future__ import annotations
 
+from masforge.genome.graph import answers_at_output, predecessors
 from masforge.genome.schema import Agent, Genome
 
 
@@ -25,15 +26,14 @@ def outline(genome: Genome) -> str:
     checker's answer."``"""
     if genome.kind != "config":
         return genome.description
-    edges = set(genome.topology.edges)
     chain: list[str] = []
     for agent in genome.agents:
-        reads = [a for a, b in edges if b == agent.id and a != "input"]
+        reads = [a for a in predecessors(genome, agent.id) if a != "input"]
         text = _agent_text(agent)
-        chain.append(f"{text} reading {', '.join(sorted(reads))}" if reads else text)
-    voters = [a.id for a in genome.agents if (a.id, "output") in edges] or [genome.agents[-1].id]
+        chain.append(f"{text} reading {', '.join(reads)}" if reads else text)
+    voters = [a for a in predecessors(genome, "output") if a != "input"] or [genome.agents[-1].id]
     topo = genome.topology
-    answers = sum(a.copies for a in genome.agents if a.id in voters)
+    answers = answers_at_output(genome)
     if topo.aggregation == "judge" and topo.judge:
         ending = f"the output is {topo.judge}'s pick among {', '.join(voters)}"
     elif topo.aggregation == "majority_vote" and answers > 1:

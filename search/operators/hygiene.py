@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from masforge.genome.graph import answers_at_output
 from masforge.genome.schema import Genome
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -48,11 +49,6 @@ def slug(text: str, limit: int = 48) -> str:
     return out[:limit].rstrip("-")
 
 
-def _answers(genome: Genome) -> int:
-    """How many answers reach the output (what a majority vote votes over)."""
-    return sum(a.copies for a in genome.agents if (a.id, "output") in set(genome.topology.edges))
-
-
 def structural_name(genome: Genome) -> str:
     """A name made from what the system is: its agents' roles (or module kinds), copies, rounds and how the
     answer is chosen, e.g. ``planner-coder-critic``, ``solver-x5-vote``, ``mathematician-skeptic-judge-r2``."""
@@ -68,7 +64,7 @@ def structural_name(genome: Genome) -> str:
         word = slug(agent.role, 20) or _MODULE_WORD.get(agent.module, agent.module)
         parts.append(word + (f"-x{agent.copies}" if agent.copies > 1 else ""))
     parts = list(dict.fromkeys(parts))[:4]
-    if topo.aggregation == "majority_vote" and _answers(genome) > 1:
+    if topo.aggregation == "majority_vote" and answers_at_output(genome) > 1:
         parts.append("vote")
     elif judge:
         parts.append("judge")
@@ -90,7 +86,7 @@ def _false_claim(name: str, genome: Genome) -> bool:
             return True
         if (m := re.fullmatch(r"r(\d+)", word)) and int(m.group(1)) != topo.rounds:
             return True
-    if "vote" in words and not (topo.aggregation == "majority_vote" and _answers(genome) > 1):
+    if "vote" in words and not (topo.aggregation == "majority_vote" and answers_at_output(genome) > 1):
         return True
     return "judge" in words and topo.aggregation != "judge"
 
