@@ -145,11 +145,12 @@ def test_a_paraphrase_that_keeps_one_problems_rare_words_is_a_copy_but_common_ph
     assert copied_example(general, questions) is None
 
 
-# Both seen from the 0.5B meta-agent: a validation problem copied into the instructions, and the proposal
-# format's own placeholder kept as the instructions (those proposals scored 0).
+# All seen from the 0.5B meta-agent: a validation problem copied into the instructions, the proposal format's
+# own placeholder kept as the instructions (those proposals scored 0), and a parent's name as the instructions.
 @pytest.mark.parametrize(("bad", "counter"), [
     ("Count lists within a list by converting each list to a tuple.", "copied_examples"),
     ("what this agent does", "placeholder_instructions"),
+    ("chain-of-thoughtxio~76f123", "placeholder_instructions"),
 ])
 def test_meta_agent_sends_unusable_instructions_back_for_repair_and_names_the_design(bad, counter):
     good = "Plan the function, write it, then check it against the examples in the question."
@@ -158,5 +159,8 @@ def test_meta_agent_sends_unusable_instructions_back_for_repair_and_names_the_de
     prop = meta.invent(ctx, from_scratch=True)
     assert prop is not None and prop.genome.agents[0].instructions == good
     assert prop.genome.name == "coder"
+    # the archive says what the design is before why the meta-agent liked it
+    assert prop.genome.description == ("1 agent: solver the coder (chain of thought); the output is solver's answer. "
+                                       "Rationale: r")
     assert meta.counters[counter] == 1
     assert placeholder_instructions(prop.genome) is None

@@ -33,13 +33,18 @@ SHORT_NGRAM = 4
 # agent does" has no instructions at all (the 0.5B meta-agent did this; such proposals scored 0).
 _PLACEHOLDER_INSTRUCTIONS = re.compile(r"^\W*(what|describe)\W+(this|the)\W+agent\W+(does|must do|should do)\W*$",
                                        re.IGNORECASE)
+# A system's name in place of instructions ("chain-of-thoughtxio~76f123", seen in a swarm run): one token
+# joined by -, _ or ~ tells the agent nothing.
+_NAME_AS_INSTRUCTIONS = re.compile(r"^\S*[-_~]\S*$")
 
 
 def placeholder_instructions(genome: Genome) -> str | None:
-    """The id of an agent whose instructions are the proposal format's placeholder, or None."""
+    """The id of an agent whose instructions are the proposal format's placeholder or a name, or None."""
     if genome.kind != "config":
         return None
-    return next((a.id for a in genome.agents if _PLACEHOLDER_INSTRUCTIONS.match(a.instructions.strip())), None)
+    return next((a.id for a in genome.agents
+                 if _PLACEHOLDER_INSTRUCTIONS.match(a.instructions.strip())
+                 or _NAME_AS_INSTRUCTIONS.match(a.instructions.strip())), None)
 
 
 def slug(text: str, limit: int = 48) -> str:

@@ -347,8 +347,8 @@ class MetaAgent:
         placeholder = placeholder_instructions(genome)
         if placeholder:
             self.counters["placeholder_instructions"] += 1
-            raise ProposalParseError(f"agent {placeholder}'s instructions are the format's placeholder; write what "
-                                     "this agent must do, in general words")
+            raise ProposalParseError(f"agent {placeholder}'s instructions are the format's placeholder or a name; "
+                                     "write what this agent must do, in general words")
         if ctx is None:
             return
         texts = [" ".join(str(v) for v in ex.inputs.values()) for ex in ctx.evaluator.examples]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from masforge.genome.io import format_validation_error
+from masforge.genome.outline import outline
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
@@ -409,6 +410,10 @@ def parse_proposal(text: str, kind: GenomeKind, *, inputs: Sequence[str] = ("que
     if found:
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
         raise ProposalParseError("; ".join(found[:3]) + more)
+    if genome.kind == "config":
+        # the rationale argues for a score ("should score higher because ..."); the archive needs what the
+        # system is first, so a person browsing it can tell designs apart
+        genome.description = f"{outline(genome)} Rationale: {' '.join(rationale.split())}"[:600]
     return genome, rationale.strip()
 
 
