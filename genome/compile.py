@@ -59,7 +59,7 @@ def system_spec(genome: Genome) -> SystemSpec:
         agents={a.id: agent_spec(genome, a) for a in genome.agents},
         predecessors={a.id: predecessors(genome, a.id) for a in genome.agents},
         plan=[(comp, is_cyclic(comp, edges)) for comp in execution_plan(genome)],
-        output_agents=[a.id for a in genome.agents if (a.id, "output") in set(topo.edges)],
+        output_agents=[n for n in predecessors(genome, "output") if n != "input"],
         rounds=topo.rounds, message_passing=topo.message_passing, aggregation=topo.aggregation,
         judge=topo.judge if topo.aggregation == "judge" else None)
 
