@@ -45,7 +45,7 @@ def plain_chat(task, client: LMClient, n: int) -> dict:
     scores = [task.score(ex, {"answer": c.text}).value for ex, c in zip(examples, replies, strict=True)]
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in replies)
     return {"scores": scores, "tokens": tokens, "seconds": time.perf_counter() - start, "calls": len(scores),
-            "failures": {}}
+            "cached": sum(c.cached for c in replies), "failures": {}}
 
 
 def through_masforge(task, client: LMClient, seed: str, n: int, *,
@@ -55,7 +55,7 @@ def through_masforge(task, client: LMClient, seed: str, n: int, *,
     report = Evaluator(task, client, limit=n, concurrency=client.config("worker").max_concurrency,
                        example_timeout_s=3600).evaluate(load_seed(seed))
     return {"scores": report.scores, "tokens": report.tokens, "seconds": time.perf_counter() - start,
-            "calls": report.llm_calls + report.cache_hits,
+            "calls": report.llm_calls + report.cache_hits, "cached": report.cache_hits,
             "failures": {k: v for k, v in report.failures.items() if k not in not_failures}}
 
 
