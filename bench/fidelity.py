@@ -17,6 +17,7 @@ import dataclasses
 import os
 import platform
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,10 +43,13 @@ def plain_chat(task, client: LMClient, n: int) -> dict:
     # As many requests in flight as the LM serves at once, the same as the seeds' evaluator gets.
     with ThreadPoolExecutor(max_workers=client.config("worker").max_concurrency) as pool:
         replies = list(pool.map(ask, examples))
-    scores = [task.score(ex, {"answer": c.text}).value for ex, c in zip(examples, replies, strict=True)]
+    graded = [task.score(ex, {"answer": c.text}) for ex, c in zip(examples, replies, strict=True)]
+    scores = [g.value for g in graded]
+    reasons = Counter(str(g.details.get("error_kind") or "unstated") for g in graded if g.value < 1.0)
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in replies)
     return {"scores": scores, "tokens": tokens, "seconds": time.perf_counter() - start, "calls": len(scores),
-            "cached": sum(c.cached for c in replies), "failures": {}}
+            "cached": sum(c.cached for c in replies), "reasons": dict(reasons),
+            "failures": {"wrong": n} if (n := sum(reasons.values())) else {}}
 
 
 def through_masforge(task, client: LMClient, seed: str, n: int, *,
@@ -56,6 +60,7 @@ def through_masforge(task, client: LMClient, seed: str, n: int, *,
                        example_timeout_s=3600).evaluate(load_seed(seed))
     return {"scores": report.scores, "tokens": report.tokens, "seconds": time.perf_counter() - start,
             "calls": report.llm_calls + report.cache_hits, "cached": report.cache_hits,
+            "reasons": report.wrong_reasons,
             "failures": {k: v for k, v in report.failures.items() if k not in not_failures}}
 
 

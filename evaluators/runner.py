@@ -147,6 +147,13 @@ class EvalReport:
         kinds.pop("ok", None)
         return dict(kinds)
 
+    @property
+    def wrong_reasons(self) -> dict[str, int]:
+        """Why the ``wrong`` examples scored below 1, as the metric says it (e.g. a code metric's ``syntax``,
+        ``no_code``, ``exception``, ``timeout``); ``unstated`` where the metric gives no reason."""
+        return dict(Counter(str(e.details.get("error_kind") or "unstated") for e in self.examples
+                            if not e.unscored and not e.error_kind and e.score < 1.0))
+
     def failure_examples(self, k: int = 3) -> list[ExampleResult]:
         """The ``k`` most instructive failures of the system (unscored ones are not its failures): errors
         first, then the lowest scores."""

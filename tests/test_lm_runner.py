@@ -488,6 +488,10 @@ def test_failure_examples_errors_first_then_lowest_scores():
     assert ordered[2:] == ["e5", "e3", "e1"]  # then by score, lowest first; the perfect one is left out
     assert [e.example_id for e in report.failure_examples(k=3)] == ["e2", "e4", "e5"]
     assert report.failures == {"lm": 1, "parse": 1, "wrong": 3}
+    # why the wrong ones failed, as the metric said it (the errors of the system are not among them)
+    report.examples[1].details = {"error_kind": "syntax"}
+    report.examples[3].details = {"error_kind": "no_code"}
+    assert report.wrong_reasons == {"syntax": 1, "no_code": 1, "unstated": 1}
 
 
 # --------------------------------------------------------------------------------------------------
