@@ -7,6 +7,7 @@ import dspy
 import pytest
 
 from masforge.errors import ConfigError
+from masforge.evaluators.metrics import extract_code
 from masforge.genome.compile import agent_adapter, compile_genome
 from masforge.genome.schema import Agent, Genome
 from masforge.runtime.adapters import make_adapter, resolve_adapter
@@ -86,6 +87,23 @@ def test_a_marker_inside_a_code_block_is_not_the_answer():
     reply = "```python\ndef f(x):\n    return x\n# Final answer:\nf(1)\n```"
     _, answer = split_final_answer(reply)
     assert "def f(x)" in answer
+
+
+# All four seen from the 0.5B model through the cot seed on HumanEval (9 of 32 answers failed on syntax):
+# the marker it was asked for, written into its code.
+@pytest.mark.parametrize("reply", [
+    "```python\ndef f(x):\n    return x + 1\n\n# Final answer:\nFinal answer: [1, 5, 653]\n```",
+    "Steps.\n```python\ndef f(x):\n    return x + 1\n```\n\n4. **Final Answer**: The final answer is:\n"
+    "```python\nFinal answer: True\n```",
+    "Steps.\n```python\ndef f(x):\n    return x\n```\n\n```python\nFinal answer: The function f works.\n\n"
+    "```python\ndef f(x):\n    return x + 1\n```",
+    "Here is how:\n```python\ndef f(x):\n    return x + 1\n# Final answer\nFinal answer: List[str] -> List[str]\n```",
+])
+def test_a_marker_written_into_the_code_is_taken_out_of_it(reply):
+    _, answer = split_final_answer(reply)
+    code = extract_code(answer)
+    assert code.strip() == "def f(x):\n    return x + 1"
+    compile(code, "<answer>", "exec")
 
 
 def test_an_example_output_as_final_answer_keeps_the_code_last():
