@@ -32,8 +32,9 @@ from masforge.seeds import load_seed  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def plain_chat(task, client: LMClient, n: int) -> dict:
-    """The baseline: the task's prompt as one user message, the reply scored as the answer."""
+def plain_chat(task, client: LMClient, n: int, *, not_failures: tuple[str, ...] = ("ok", "wrong")) -> dict:
+    """The baseline: the task's prompt as one user message, the reply scored as the answer (``wrong`` counted
+    as a failure unless ``not_failures`` names it)."""
     start = time.perf_counter()
     examples = task.split("validation", limit=n)
 
@@ -49,7 +50,7 @@ def plain_chat(task, client: LMClient, n: int) -> dict:
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in replies)
     return {"scores": scores, "tokens": tokens, "seconds": time.perf_counter() - start, "calls": len(scores),
             "cached": sum(c.cached for c in replies), "reasons": dict(reasons),
-            "failures": {"wrong": n} if (n := sum(reasons.values())) else {}}
+            "failures": {"wrong": n} if (n := sum(reasons.values())) and "wrong" not in not_failures else {}}
 
 
 def through_masforge(task, client: LMClient, seed: str, n: int, *,

@@ -40,7 +40,7 @@ ORDER = ["io", "cot", "take_a_deep_breath", "step_back", "plan_and_solve", "expe
 
 
 def plain_row(task, client: LMClient, n: int) -> dict:
-    return {"name": "(plain chat)", **plain_chat(task, client, n)}
+    return {"name": "(plain chat)", **plain_chat(task, client, n, not_failures=("ok",))}
 
 
 def seed_row(task, client: LMClient, seed: str, n: int) -> dict:
