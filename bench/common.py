@@ -1,4 +1,5 @@
-"""Pieces several benchmark scripts share: a marked section of a results file rewritten in place, a trivial task
+"""Pieces several benchmark scripts share: a marked section of a results file rewritten in place, a results file
+rewritten above a person's notes, a trivial task
 whose examples are all different (so nothing is cached between them) and the stub LM server in a child process."""
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ from pathlib import Path
 from masforge.evaluators.tasks import Task
 
 RESULTS = Path(__file__).resolve().parent / "results"
+NOTES_MARKER = "<!-- notes: kept when the tables are written again -->"
+
+
+def write_keeping_notes(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, keeping whatever a person wrote below :data:`NOTES_MARKER` in it: a reading
+    of the results outlives the tables it was written about."""
+    previous = path.read_text(encoding="utf-8") if path.is_file() else ""
+    kept = previous.split(NOTES_MARKER, 1)[1] if NOTES_MARKER in previous else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip("\n") + "\n" + (f"\n{NOTES_MARKER}{kept}" if kept else ""), encoding="utf-8")
 
 
 def write_section(path: Path, begin: str, end: str, text: str, title: str = "# Reliability and security") -> None:

@@ -31,6 +31,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
+from common import write_keeping_notes  # noqa: E402  (bench/ is the script's folder)
 
 import masforge  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
@@ -42,7 +43,6 @@ from masforge.search.population import Candidate  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE_FILE = Path(__file__).resolve().parent / "cache" / "discovery_lm_cache.sqlite.gz"
-NOTES_MARKER = "<!-- notes: kept when the tables are written again -->"
 SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate", "reflexion_code"]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
 
@@ -337,12 +337,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         else:
             lines.append("**Result:** no strategy found a system whose held-out CI of (found - best seed) lies above 0 "
                          "at this budget; see the operators line for where improvements came from.")
-    out = Path(args.out)
-    # A person's reading of the results (below the marker) outlives the tables it was written about.
-    previous = out.read_text() if out.is_file() else ""
-    kept = previous.split(NOTES_MARKER, 1)[1] if NOTES_MARKER in previous else ""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n" + (f"\n{NOTES_MARKER}{kept}" if kept else ""))
+    write_keeping_notes(Path(args.out), "\n".join(lines))
     print("\n".join(lines), flush=True)
 
 

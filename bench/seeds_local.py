@@ -22,7 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from fidelity import plain_chat, through_masforge  # noqa: E402  (bench/ is the script's folder)
+from common import write_keeping_notes  # noqa: E402  (bench/ is the script's folder)
+from fidelity import plain_chat, through_masforge  # noqa: E402
 
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             state_path.write_text(json.dumps({"settings": settings, "rows": kept}, indent=1) + "\n")
             print(task_name, kept[key]["name"], sum(kept[key]["scores"]), flush=True)
         tables[task_name].append(kept[key])
-        Path(args.out).write_text(render(header, tables, seeds))
+        write_keeping_notes(Path(args.out), render(header, tables, seeds))
 
     for name, task in tasks.items():
         add(name, "(plain chat)", lambda task=task: plain_row(task, client, args.n))
