@@ -524,6 +524,13 @@ def test_cli_evaluate_prints_score_and_ci(cli, tmp_path):
     assert Path(tmp_path / "cache" / "lm_cache.sqlite").exists()
 
 
+def test_cli_evaluate_says_why_wrong_answers_were_wrong(cli, monkeypatch):
+    monkeypatch.setenv("MASFORGE_DATA_DIR", str(Path(__file__).parent / "fixtures" / "data"))
+    result = cli("evaluate", "io", "--task", "mbpp", "--lm", "fake", "--limit", "2", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert "wrong: 2 (syntax 2)" in result.output  # the fake LM's prose is not Python
+
+
 def test_cli_evaluate_max_calls_stop_message(cli):
     result = cli("evaluate", "cot", "--task", "rg:basic_arithmetic", "--lm", "fake", "--limit", "6",
                  "--max-calls", "2", "--concurrency", "1", "--no-cache")

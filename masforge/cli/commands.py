@@ -154,13 +154,17 @@ def eval_progress() -> object:
 
 
 def report_table(report: object, title: str) -> Table:
-    """The end-of-evaluation table: score with CI, dollars, tokens, latency, failures by kind."""
+    """The end-of-evaluation table: score with CI, dollars, tokens, latency, failures by kind (and why the wrong
+    answers were wrong, as the metric says it: syntax, no_code, exception, ...)."""
     s = report.summary()  # type: ignore[attr-defined]
     table = Table(title=title)
     for col in ("task", "split", "n", "score", "95% CI", "$", "tokens", "LM calls", "cached", "latency s",
                 "failures"):
         table.add_column(col, justify="left" if col in ("task", "split", "failures") else "right")
-    fails = ", ".join(f"{k}: {v}" for k, v in sorted(s["failures"].items())) or "-"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.wrong_reasons.items(),  # type: ignore[attr-defined]
+                                                      key=lambda kv: -kv[1]))
+    fails = ", ".join(f"{k}: {v}" + (f" ({reasons})" if k == "wrong" and reasons else "")
+                      for k, v in sorted(s["failures"].items())) or "-"
     n = f"{s['n']}/{s['planned']}" if s["n"] != s["planned"] else str(s["n"])
     table.add_row(s["task"], s["split"], n, f"{s['score']:.3f}", f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}]",
                   f"{s['dollars']:.4f}", str(s["tokens"]), str(s["llm_calls"]), str(s["cache_hits"]),
