@@ -28,6 +28,7 @@ from fidelity import plain_chat, through_masforge  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
+from masforge.runtime.local_model import get_spec  # noqa: E402
 from masforge.seeds import seed_names  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     state_path = Path(args.out).with_suffix(".json")
     seeds = args.seeds or [s for s in ORDER if s in seed_names()] + [s for s in seed_names() if s not in ORDER]
     cfg = parse_lm(args.lm)
-    header = [f"# Seed leaderboard on {cfg.model}",
+    model = f"the embedded model ({get_spec().alias}, {cfg.model!r})" if cfg.is_local else cfg.model
+    header = [f"# Seed leaderboard on {model}",
               "",
               f"`bench/seeds_local.py`, {time.strftime('%Y-%m-%d')}, python {platform.python_version()}, "
               f"{os.cpu_count()} cores. First {args.n} validation examples per task; temperature "
