@@ -8,7 +8,8 @@ failures by kind (a seed that scores 0 because of format is a bug, not a result)
 normal answer cache, so a stopped run started again pays only for what is missing. Writes
 bench/results/seeds_local.md after every seed, from the rows kept in bench/results/seeds_local.json: a row
 there is not run again (its seconds are those of the run that generated its answers; a row re-run from the
-answer cache would take about 0 s). `--rerun` runs every row again.
+answer cache would take about 0 s). `--rerun` runs every row again; `--write-only` writes the file from the kept
+rows and runs nothing.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lm", default="local")
     parser.add_argument("--out", default=str(RESULTS / "seeds_local.md"))
     parser.add_argument("--rerun", action="store_true", help="run rows again that the state file already has")
+    parser.add_argument("--write-only", action="store_true", help="write the file from the kept rows, run nothing")
     args = parser.parse_args(argv)
     state_path = Path(args.out).with_suffix(".json")
     seeds = args.seeds or [s for s in ORDER if s in seed_names()] + [s for s in seed_names() if s not in ORDER]
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def add(task_name: str, label: str, run) -> None:
         key = f"{task_name}/{label}"
+        if args.write_only and key not in kept:
+            return
         old = kept.get(key)
         if old is not None and old.get("scoring") != SCORING and old["scores"]:
             # kept from an older way of reading answers: scored again (from the answer cache, except where a
