@@ -246,6 +246,20 @@ def main(argv: list[str] | None = None) -> None:
     write(args, rows, transfer)
 
 
+def _command_args(argv: list[str]) -> str:
+    """The command's arguments without where the results were written (a path of the machine that ran it)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("--out="):
+            skip = False
+            continue
+        if arg == "--out":
+            skip = True
+            continue
+        out.append(arg)
+    return " ".join(out)
+
+
 def _operator_gains(result: Any) -> str:
     """Per operator: proposals evaluated and how many beat the best seed's validation score."""
     seeds = [c.score for c in result.candidates if c.operator == "seed"]
@@ -293,7 +307,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         "proposals that were valid and ran; `dups` = proposals skipped as already tried; `minutes` = the "
         "search's own clock (across resumes), without the held-out re-scoring.",
         "",
-        f"Command: `python bench/discovery.py {' '.join(sys.argv[1:])}`. The LM answers of this run are committed "
+        f"Command: `python bench/discovery.py {_command_args(sys.argv[1:])}`. The LM answers of this run are committed "
         f"as `{CACHE_FILE.relative_to(RESULTS.parent.parent)}`: unpack it and point `MASFORGE_LM_CACHE` at it to "
         "re-run or continue the benchmark without generating any answer twice.",
         "",
