@@ -15,7 +15,7 @@ from typing import Any
 from masforge.errors import BudgetExceeded, GenomeError
 from masforge.genome.code import CodeSystem
 from masforge.genome.cycles import is_cyclic
-from masforge.genome.graph import agent_edges, execution_plan, predecessors
+from masforge.genome.graph import agent_edges, execution_plan, output_agents, predecessors
 from masforge.genome.result import SystemResult, SystemRunError
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature, validate
@@ -59,7 +59,7 @@ def system_spec(genome: Genome) -> SystemSpec:
         agents={a.id: agent_spec(genome, a) for a in genome.agents},
         predecessors={a.id: predecessors(genome, a.id) for a in genome.agents},
         plan=[(comp, is_cyclic(comp, edges)) for comp in execution_plan(genome)],
-        output_agents=[n for n in predecessors(genome, "output") if n != "input"],
+        output_agents=output_agents(genome),
         rounds=topo.rounds, message_passing=topo.message_passing, aggregation=topo.aggregation,
         judge=topo.judge if topo.aggregation == "judge" else None)
 

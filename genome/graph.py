@@ -62,9 +62,14 @@ def predecessors(genome: Genome, node: str) -> list[str]:
     return [n for n in order if n in srcs]
 
 
+def output_agents(genome: Genome) -> list[str]:
+    """The agents wired to ``output``, in agent order."""
+    return [n for n in predecessors(genome, "output") if n != "input"]
+
+
 def answers_at_output(genome: Genome) -> int:
     """How many answers reach ``output``: the copies of the agents wired to it (what a majority vote votes over)."""
-    voters = set(predecessors(genome, "output"))
+    voters = set(output_agents(genome))
     return sum(a.copies for a in genome.agents if a.id in voters)
 
 

@@ -7,7 +7,7 @@ the child.
 
 from __future__ import annotations
 
-from masforge.genome.graph import answers_at_output, predecessors
+from masforge.genome.graph import answers_at_output, output_agents, predecessors
 from masforge.genome.schema import Agent, Genome
 
 
@@ -31,7 +31,7 @@ def outline(genome: Genome) -> str:
         reads = [a for a in predecessors(genome, agent.id) if a != "input"]
         text = _agent_text(agent)
         chain.append(f"{text} reading {', '.join(reads)}" if reads else text)
-    voters = [a for a in predecessors(genome, "output") if a != "input"] or [genome.agents[-1].id]
+    voters = output_agents(genome) or [genome.agents[-1].id]
     topo = genome.topology
     answers = answers_at_output(genome)
     if topo.aggregation == "judge" and topo.judge:

@@ -42,9 +42,8 @@ def placeholder_instructions(genome: Genome) -> str | None:
     """The id of an agent whose instructions are the proposal format's placeholder or a name, or None."""
     if genome.kind != "config":
         return None
-    return next((a.id for a in genome.agents
-                 if _PLACEHOLDER_INSTRUCTIONS.match(a.instructions.strip())
-                 or _NAME_AS_INSTRUCTIONS.match(a.instructions.strip())), None)
+    return next((a.id for a in genome.agents for text in [a.instructions.strip()]
+                 if _PLACEHOLDER_INSTRUCTIONS.match(text) or _NAME_AS_INSTRUCTIONS.match(text)), None)
 
 
 def slug(text: str, limit: int = 48) -> str:
