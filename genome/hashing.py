@@ -67,7 +67,7 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
         topo["judge"] = None
     if not _has_cycle([a["id"] for a in data["agents"]], [(a, b) for a, b in topo["edges"]]):
         topo["rounds"], topo["message_passing"] = 1, "sequential"
-    if topo["aggregation"] == "majority_vote":
+    if topo["aggregation"] in ("majority_vote", "run_examples"):
         voters = sum(a.get("copies", 1) for a in data["agents"] if [a["id"], "output"] in topo["edges"])
         if voters == 1:
             topo["aggregation"] = "last"

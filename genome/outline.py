@@ -38,6 +38,8 @@ def outline(genome: Genome) -> str:
         ending = f"the output is {topo.judge}'s pick among {', '.join(voters)}"
     elif topo.aggregation == "majority_vote" and answers > 1:
         ending = f"the output is a majority vote over {', '.join(voters)}"
+    elif topo.aggregation == "run_examples" and answers > 1:
+        ending = f"the output is the answer of {', '.join(voters)} whose code passes most of the task's stated examples"
     else:
         ending = f"the output is {voters[-1]}'s answer"
     rounds = f", {topo.rounds} rounds" if topo.rounds > 1 else ""

@@ -24,10 +24,10 @@ from masforge.runtime.adapters import AdapterName
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")
 MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
-AGGREGATIONS = ("last", "majority_vote", "judge")
+AGGREGATIONS = ("last", "majority_vote", "run_examples", "judge")
 
 ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
-Aggregation = Literal["last", "majority_vote", "judge"]
+Aggregation = Literal["last", "majority_vote", "run_examples", "judge"]
 MessagePassing = Literal["sequential", "synchronous"]
 
 

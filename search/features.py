@@ -11,7 +11,7 @@ from masforge.genome.schema import MODULE_KINDS, Genome
 
 FEATURE_NAMES = (
     "code", "agents", "edges", "copies", "rounds", "cyclic", "tools", "temperature", "instruction_chars",
-    "vote", "judge", *[f"module_{m}" for m in MODULE_KINDS],
+    "vote", "judge", "run_examples", *[f"module_{m}" for m in MODULE_KINDS],
 )
 
 
@@ -21,7 +21,7 @@ def genome_features(genome: Genome) -> list[float]:
         code = genome.code or ""
         calls = float(code.count("llm("))
         return [1.0, calls, 0.0, calls, 1.0, 0.0, float(code.count("tool(")), 0.7, float(len(code)),
-                0.0, 0.0, *[0.0] * len(MODULE_KINDS)]
+                0.0, 0.0, 0.0, *[0.0] * len(MODULE_KINDS)]
     cyclic = bool(cyclic_agents(genome))
     temps = [a.temperature if a.temperature is not None else 0.7 for a in genome.agents] or [0.7]
     modules = [sum(1.0 for a in genome.agents if a.module == m) for m in MODULE_KINDS]
@@ -31,7 +31,8 @@ def genome_features(genome: Genome) -> list[float]:
         1.0 if cyclic else 0.0, float(sum(len(a.tools) for a in genome.agents)), sum(temps) / len(temps),
         float(sum(len(a.instructions) for a in genome.agents)),
         1.0 if genome.topology.aggregation == "majority_vote" else 0.0,
-        1.0 if genome.topology.aggregation == "judge" else 0.0, *modules,
+        1.0 if genome.topology.aggregation == "judge" else 0.0,
+        1.0 if genome.topology.aggregation == "run_examples" else 0.0, *modules,
     ]
 
 

@@ -74,7 +74,7 @@ CASES = [
      ["agents[0].tools", "valid list"]),
     ("rounds_zero", variant(rounds=0), ["topology.rounds", "greater than or equal to 1"]),
     ("unknown_aggregation", variant(aggregation="mean"),
-     ["topology.aggregation", "'last', 'majority_vote' or 'judge'"]),
+     ["topology.aggregation", "'last', 'majority_vote', 'run_examples' or 'judge'"]),
     ("unknown_message_passing", variant(message_passing="async"), ["topology.message_passing"]),
     ("unknown_kind", variant(kind="graph"), ["kind", "'config' or 'code'"]),
     ("edge_without_arrow", variant(edges=["input -> solver", "solver critic", "critic -> output"]),

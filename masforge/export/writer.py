@@ -490,7 +490,7 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         f"MESSAGE_PASSING = {_lit(spec.message_passing)}",
         "# The outputs of every copy of these agents are the candidates the aggregation chooses from.",
         f"OUTPUT_AGENTS = {_block(spec.output_agents, 0, 16)}",
-        f"AGGREGATION = {_lit(spec.aggregation)}  # last | majority_vote | judge",
+        f"AGGREGATION = {_lit(spec.aggregation)}  # last | majority_vote | run_examples | judge",
         f"JUDGE = {_lit(spec.judge)}",
         "",
         "# The tools' descriptions word for word as masforge shows them to the model (so the prompts are the same;",

@@ -70,6 +70,8 @@ def structural_name(genome: Genome) -> str:
     parts = list(dict.fromkeys(parts))[:4]
     if topo.aggregation == "majority_vote" and answers_at_output(genome) > 1:
         parts.append("vote")
+    elif topo.aggregation == "run_examples" and answers_at_output(genome) > 1:
+        parts.append("tested")
     elif judge:
         parts.append("judge")
     if topo.rounds > 1:
@@ -91,6 +93,8 @@ def _false_claim(name: str, genome: Genome) -> bool:
         if (m := re.fullmatch(r"r(\d+)", word)) and int(m.group(1)) != topo.rounds:
             return True
     if "vote" in words and not (topo.aggregation == "majority_vote" and answers_at_output(genome) > 1):
+        return True
+    if "tested" in words and not (topo.aggregation == "run_examples" and answers_at_output(genome) > 1):
         return True
     return "judge" in words and topo.aggregation != "judge"
 

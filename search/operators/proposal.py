@@ -36,7 +36,9 @@ _MODULE_ALIASES = {
     "prediction": "predict", "io": "predict",
 }
 _AGGREGATION_ALIASES = {"vote": "majority_vote", "majority": "majority_vote", "voting": "majority_vote",
-                        "self_consistency": "majority_vote", "final": "last", "none": "last"}
+                        "self_consistency": "majority_vote", "final": "last", "none": "last",
+                        "examples": "run_examples", "tests": "run_examples", "run_tests": "run_examples",
+                        "tested": "run_examples"}
 _ARROWS = re.compile(r"\s*(?:-+>|=+>|→|⟶|->)\s*")
 _JSON_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.S)
 _CODE_FENCE = re.compile(r"```(?:python|py|Python|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
@@ -87,7 +89,7 @@ class ProposalSpec(BaseModel):
     agents: list[AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     edges: list[str] = Field(default_factory=list)
     rounds: int = Field(default=1, ge=1, le=10)
-    aggregation: Literal["last", "majority_vote", "judge"] = "last"
+    aggregation: Literal["last", "majority_vote", "run_examples", "judge"] = "last"
     judge: str | None = None
 
 

@@ -113,7 +113,7 @@ def change_temperature(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_aggregation(g: Genome, rng: random.Random) -> str | None:
-    options = [a for a in ("last", "majority_vote") if a != g.topology.aggregation]
+    options = [a for a in ("last", "majority_vote", "run_examples") if a != g.topology.aggregation]
     if g.topology.aggregation == "judge":
         judge = g.topology.judge
         g.agents = [a for a in g.agents if a.id != judge]

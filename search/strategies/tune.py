@@ -348,7 +348,7 @@ class Tune(Strategy):
             kinds = [m for m in self.modules if m != "react" or a.tools]
             self._mods[a.id] = list(dict.fromkeys([a.module, *kinds]))
             self._copies[a.id] = max(self.max_copies, a.copies)
-        aggs = ["last", "majority_vote"]
+        aggs = ["last", "majority_vote", "run_examples"]
         self._aggs = [*aggs, "judge"] if base.topology.aggregation == "judge" else aggs
         self._cyclic = bool(cyclic_agents(base))
         self._rounds = max(self.max_rounds, base.topology.rounds)
@@ -398,8 +398,9 @@ class Tune(Strategy):
         if "rounds" in self.knobs and self._cyclic:
             topo.rounds = trial.suggest_int("rounds", 2, self._rounds)
         feeders = {x for x, y in topo.edges if y == "output"}
-        if topo.aggregation == "majority_vote" and sum(a.copies for a in g.agents if a.id in feeders) <= 1:
-            topo.aggregation = "last"  # a vote over one answer is "last": same system, same id, no new cost
+        if topo.aggregation in ("majority_vote", "run_examples") \
+                and sum(a.copies for a in g.agents if a.id in feeders) <= 1:
+            topo.aggregation = "last"  # a pick from one answer is "last": same system, same id, no new cost
         g.metadata = {}
         g.name = f"{self.base.name.split('~')[0]}~tune{trial.number}"
         return g

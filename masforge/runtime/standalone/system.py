@@ -14,7 +14,9 @@ masforge (``masforge.genome.compile``) and every exported module run systems wit
   on a greedy LM sample at :data:`COPIES_TEMPERATURE`, else every copy would give the same answer.
 * The candidates are the outputs of every copy of every agent with an edge to ``output``; ``aggregation``
   picks the answer: ``last`` (the last candidate), ``majority_vote`` (most common normalised first output
-  field) or ``judge`` (a judge agent reads the inputs and all candidates).
+  field), ``run_examples`` (the vote among the candidates whose code passes the most examples the inputs
+  state, run with the ``python`` tool; see :mod:`.examples`) or ``judge`` (a judge agent reads the inputs and
+  all candidates).
 * An agent talks to its LM through a prompt adapter: its own ``adapter`` choice, else (``auto``) the LM's
   (an LM object may carry ``adapter`` and ``is_local`` attributes; ``auto`` is ``plain`` on the embedded
   model and ``chat`` elsewhere).
@@ -34,6 +36,7 @@ from typing import Any, NamedTuple
 import dspy
 
 from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
+from masforge.runtime.standalone.examples import passed_counts
 from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT, TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
 
@@ -106,9 +109,9 @@ class SystemSpec(NamedTuple):
     judge: str | None = None
 
     def needed_tools(self) -> list[str]:
-        """Tools the agents call (program_of_thought runs its programs with ``python``)."""
+        """Tools the system calls (program_of_thought and ``run_examples`` run programs with ``python``)."""
         names = {t for a in self.agents.values() for t in a.tools}
-        if any(a.module == "program_of_thought" for a in self.agents.values()):
+        if any(a.module == "program_of_thought" for a in self.agents.values()) or self.aggregation == "run_examples":
             names.add("python")
         return sorted(names)
 
@@ -308,6 +311,7 @@ class GraphRunner:
                              f"pass build(tools={{{missing[0]!r}: fn}})")
         self.spec = spec
         self.lm_for = lm_for
+        self.tools = tools
         self.trace_hook = trace_hook
         self.fatal = fatal
         self.programs = {aid: AgentProgram(a, tools, descriptions) for aid, a in spec.agents.items()}
@@ -401,9 +405,12 @@ class GraphRunner:
                    candidates: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.spec
         if spec.aggregation == "majority_vote":
-            keys = [normalise_answer(c.get(spec.outputs[0], "")) for c in candidates]
-            winner = Counter(keys).most_common(1)[0][0]
-            chosen = candidates[keys.index(winner)]
+            chosen = self._vote(candidates)
+        elif spec.aggregation == "run_examples":
+            question = "\n\n".join(str(inputs[k]) for k in spec.inputs if k in inputs)
+            answers = [str(c.get(spec.outputs[0], "")) for c in candidates]
+            counts = passed_counts(answers, question, self.tools["python"]) or [0] * len(candidates)
+            chosen = self._vote([c for c, n in zip(candidates, counts, strict=True) if n == max(counts)])
         elif spec.aggregation == "judge" and spec.judge:
             entries = []
             for aid in spec.output_agents:
@@ -415,6 +422,12 @@ class GraphRunner:
         else:
             chosen = candidates[-1]
         return {k: chosen.get(k, "") for k in spec.outputs}
+
+    def _vote(self, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+        """The candidate whose first output is the most common after normalisation (ties: the earliest)."""
+        keys = [normalise_answer(c.get(self.spec.outputs[0], "")) for c in candidates]
+        winner = Counter(keys).most_common(1)[0][0]
+        return candidates[keys.index(winner)]
 
 
 class System(dspy.Module):

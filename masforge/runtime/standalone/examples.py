@@ -1,0 +1,125 @@
+"""The ``run_examples`` aggregation: keep the candidate program that passes the examples its task states.
+
+A coding task usually shows how its function behaves: an ``assert`` line ("Your code should pass this test:
+assert f(3) == 15"), doctest lines (">>> f(3)" then "15") or an example in prose ("f(3) ==> 15"). Those are
+part of the question every candidate sees, not hidden tests, so a system may run them, as a programmer would
+before handing in code. Each candidate's code runs with the stated examples in the ``python`` tool
+(masforge's sandbox; the child process of an exported module), one ``try`` per example, and counts the
+examples it passes. Candidates that pass the most examples win; the vote among them (or among all, when the
+task states none) picks the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+EXAMPLE_PASSED = "MASFORGE-EXAMPLE-PASSED"
+"""What the check program prints, with the example's number, for each example a candidate passes."""
+
+_ASSERT = re.compile(r"^\s*(assert\s+.+?)\s*$")
+_DOCTEST = re.compile(r"^\s*>>>\s?(.*)$")
+# "f(3) ==> 15", "f(3) ➞ 15", "f(3) == 15", "f(3)   # returns 15": how docstrings show examples in prose.
+_SHOWN = re.compile(r"^\s*(?:assert\s+)?([A-Za-z_][\w.]*\(.*\))\s*(?:==>|=>|➞|->|==|=|#\s*returns?)\s*(\S.*?)\s*$")
+_IMPORT = re.compile(r"^\s*(from\s+[\w.]+\s+import\s+[^#]+|import\s+[\w., ]+)\s*$")
+_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
+
+# A doctest's expected output compared the way a reader would: the value's repr or str, or the value the
+# expected text evaluates to (so "[1, 2]" and "(1, 2)" stay different but "1.50" equals 1.5).
+_SAME = '''
+def __masforge_same(value, expected):
+    if repr(value) == expected or str(value) == expected:
+        return True
+    try:
+        return value == eval(expected, {})
+    except Exception:
+        return False
+'''
+
+
+def stated_examples(question: str) -> list[str]:
+    """The checks a question states, as Python statements: its ``assert`` lines, doctests and prose examples."""
+    checks: list[str] = []
+    lines = question.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        doctest = _DOCTEST.match(line)
+        if doctest:
+            call = doctest.group(1).strip()
+            expected: list[str] = []
+            i += 1
+            while i < len(lines) and not _output_ends(lines[i]):
+                expected.append(lines[i].strip())
+                i += 1
+            if call and expected:
+                checks.append(f"assert __masforge_same({call}, {' '.join(expected)!r})")
+            elif call and " == " in call:
+                checks.append(f"assert {call}")  # ">>> f(x) == y" shown without its "True"
+            elif call and not call.startswith(("print(", "import ", "from ")):
+                checks.append(call)  # a call shown without output returns None; it must at least run
+            continue
+        plain = _ASSERT.match(line)
+        shown = _SHOWN.match(line)
+        if plain and _compiles(plain.group(1)):
+            checks.append(plain.group(1))  # the task's own assert, exactly as written
+        elif shown and _compiles(shown.group(1)):
+            # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
+            expected = re.split(r"\s=\s", shown.group(2))[-1].strip()
+            checks.append(f"assert __masforge_same({shown.group(1)}, {expected!r})")
+        i += 1
+    return [c for c in dict.fromkeys(checks) if _compiles(c)]
+
+
+def question_imports(question: str) -> list[str]:
+    """Import lines the question's own code carries (HumanEval's ``from typing import List``)."""
+    return [m.group(1).strip() for line in question.splitlines() if (m := _IMPORT.match(line))]
+
+
+def answer_code(answer: str) -> str:
+    """The program in an answer: its fenced code blocks joined, or the whole text when it has none."""
+    blocks = [b.strip() for b in _PYTHON_BLOCK.findall(answer) if b.strip()]
+    return "\n\n".join(blocks) if blocks else answer.strip()
+
+
+def check_program(code: str, checks: list[str], imports: list[str]) -> str:
+    """A program that runs ``code`` and then each check in its own ``try``, printing which ones pass."""
+    parts = [*imports, _SAME, code, ""]
+    for n, check in enumerate(checks):
+        body = "\n".join("    " + line for line in check.splitlines())
+        parts.append(f"try:\n{body}\n    print({EXAMPLE_PASSED!r}, {n})\nexcept BaseException:\n    pass")
+    return "\n".join(parts)
+
+
+def examples_passed(output: str, checks: int) -> int:
+    """How many distinct checks the program's output reports as passed."""
+    found = re.findall(re.escape(EXAMPLE_PASSED) + r" (\d+)", output)
+    return len({int(n) for n in found if int(n) < checks})
+
+
+def passed_counts(answers: list[str], question: str, run_python: Callable[[str], str]) -> list[int] | None:
+    """Examples each answer passes (None when the question states none: there is nothing to run)."""
+    checks = stated_examples(question)
+    if not checks:
+        return None
+    imports = question_imports(question)
+    counts = []
+    for answer in answers:
+        code = answer_code(answer)
+        counts.append(examples_passed(run_python(check_program(code, checks, imports)), len(checks)) if code else 0)
+    return counts
+
+
+def _output_ends(line: str) -> bool:
+    """A doctest's output runs to a blank line, the next example, a heading ("Examples:") or the docstring's end."""
+    text = line.strip()
+    return (not text or bool(_DOCTEST.match(line) or _SHOWN.match(line)) or text.endswith(":")
+            or text.startswith(('"""', "'''")))
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<example>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
