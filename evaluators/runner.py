@@ -191,7 +191,8 @@ class Evaluator:
 
     def __init__(self, task: Task, client: LMClient, *, split: str = "validation", limit: int | None = None,
                  concurrency: int = 4, example_timeout_s: float = 300.0, cascade: Cascade | None = None,
-                 executor: Executor | None = None, max_unscored: float = 0.2) -> None:
+                 executor: Executor | None = None, max_unscored: float = 0.2,
+                 provider_wait_s: float | None = None) -> None:
         if concurrency < 1:
             raise MasforgeError(f"concurrency must be at least 1, got {concurrency}")
         if not 0 <= max_unscored < 1:
@@ -205,6 +206,9 @@ class Evaluator:
             raise MasforgeError(f"task '{task.name}' split '{split}' has no examples (limit={limit})")
         self.concurrency = concurrency
         self.example_timeout_s = example_timeout_s
+        self.provider_wait_s = 3 * example_timeout_s if provider_wait_s is None else provider_wait_s
+        """Time an example may spend waiting on LM requests on top of its own timeout: a busy shared local
+        server answers a five-copy system slowly without anything being stuck."""
         self.cascade = cascade
         self.executor = executor or LocalExecutor()
         """Where the examples run (the driver keeps the decisions: cascade, budget stop, timeouts)."""
@@ -269,12 +273,15 @@ class Evaluator:
                         progress(report.attempted, report.planned, report)
                 now = time.monotonic()
                 for fut, (ex, t0) in list(pending.items()):
-                    if now - t0 > self.example_timeout_s:
+                    own_s = now - t0 - runner.provider_seconds(fut)
+                    limit_s = self.example_timeout_s + self.provider_wait_s
+                    if own_s > self.example_timeout_s or now - t0 > limit_s:
                         # The example is recorded as a timeout and abandoned (a thread cannot be killed). Stuck
                         # waiting on a provider, the timeout is the provider's: the example is unscored.
                         pending.pop(fut)
                         on_provider = runner.waiting_on_provider(fut)
-                        error = f"example took longer than {self.example_timeout_s:g}s"
+                        over = self.example_timeout_s if own_s > self.example_timeout_s else limit_s
+                        error = f"example took longer than {over:g}s"
                         report.examples.append(failed_example(
                             ex, job.mapping, error + (" waiting on the LM provider" if on_provider else ""),
                             "timeout", now - t0, unscored=on_provider))

@@ -21,6 +21,7 @@ from masforge.evaluators.tasks import Task  # noqa: E402
 from masforge.runtime import lm as lm_module  # noqa: E402
 from masforge.runtime.fake_lm import fake_reply  # noqa: E402
 from masforge.runtime.lm import Budget, Ledger, LMCache, LMClient, LMConfig  # noqa: E402
+from masforge.runtime.trace import Incidents  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 from masforge.testing import ScriptedResponder, chat_reply  # noqa: E402
 from masforge.testing.stub_server import StubServer  # noqa: E402
@@ -424,6 +425,28 @@ def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
     assert stuck.unscored and stuck.error_kind == "timeout" and "waiting on the LM provider" in stuck.error
     assert report.n == 3 and report.unscored == 1 and report.score == 1.0  # left out, not counted as wrong
     assert report.failures == {"unscored": 1} and not report.incomplete
+
+
+def test_a_slow_provider_is_not_a_hung_system():
+    def responder(messages, info):
+        time.sleep(0.6)  # a busy shared server: twice the example's own timeout, well inside the provider wait
+        return fake_reply(messages, info)
+
+    client = LMClient({"worker": "fake"}, cache=False, responder=responder)
+    ev = Evaluator(question_task(2), client, limit=2, concurrency=2, example_timeout_s=0.3)
+    report = ev.evaluate(load_seed("cot"))
+    assert report.failures == {} and report.n == 2 and report.score == 1.0
+
+
+def test_parallel_requests_count_once_in_the_time_waited_on_providers():
+    seen = Incidents()
+    seen.wait(1)
+    seen.wait(1)  # a second copy's request while the first is in flight
+    time.sleep(0.2)
+    seen.wait(-1)
+    seen.wait(-1)
+    time.sleep(0.1)  # the system's own time: not counted
+    assert 0.2 <= seen.waited_s() < 0.3
 
 
 def test_cascade_prunes_a_hopeless_candidate_after_first_n():

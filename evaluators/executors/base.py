@@ -46,6 +46,12 @@ class ExampleBatch(ABC):
         the example is unscored); False where the executor cannot tell."""
         return False
 
+    def provider_seconds(self, future: Future[ExampleResult]) -> float:
+        """Seconds ``future``'s example has spent waiting on LM providers so far. They do not count against the
+        example's timeout: every request has its own (a slow shared local server is not a hung system); 0.0
+        where the executor cannot tell."""
+        return 0.0
+
     @abstractmethod
     def close(self, *, interrupted: bool = False) -> None:
         """Release what the batch holds; ``interrupted``: do not wait for examples still running."""

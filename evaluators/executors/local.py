@@ -34,6 +34,10 @@ class LocalBatch(ExampleBatch):
         seen = self._incidents.get(future)
         return seen is not None and (seen.waiting > 0 or bool(seen.failures))
 
+    def provider_seconds(self, future: Future[ExampleResult]) -> float:
+        seen = self._incidents.get(future)
+        return seen.waited_s() if seen is not None else 0.0
+
     def abandon(self, future: Future[ExampleResult]) -> None:
         if future.done():
             return

@@ -146,6 +146,8 @@ class Incidents:
     failures: list[str] = field(default_factory=list)
     waiting: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _waited_s: float = field(default=0.0, repr=False, compare=False)
+    _waiting_since: float | None = field(default=None, repr=False, compare=False)
 
     def add(self, text: str) -> None:
         with self._lock:
@@ -153,7 +155,20 @@ class Incidents:
 
     def wait(self, delta: int) -> None:
         with self._lock:
-            self.waiting += delta
+            before, self.waiting = self.waiting, self.waiting + delta
+            now = time.monotonic()
+            if before <= 0 < self.waiting:
+                self._waiting_since = now
+            elif self.waiting <= 0 < before and self._waiting_since is not None:
+                self._waited_s += now - self._waiting_since
+                self._waiting_since = None
+
+    def waited_s(self) -> float:
+        """Wall seconds during which at least one LM request of the example was in flight (parallel requests
+        count once)."""
+        with self._lock:
+            open_s = time.monotonic() - self._waiting_since if self._waiting_since is not None else 0.0
+            return self._waited_s + open_s
 
 
 _current_incidents: contextvars.ContextVar[Incidents | None] = contextvars.ContextVar("masforge_incidents",
