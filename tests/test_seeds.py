@@ -154,6 +154,7 @@ EXPECTED_CALLS = {
     "react_calculator": {"agent": 1},
     "reflexion_code": {"coder": 1, "tester": 2, "reviser": 2},
     "debate": {"debater_a": 2, "debater_b": 2, "debater_c": 2, "judge": 1},
+    "sample_and_test": {"coder": 5},
 }
 
 
