@@ -112,6 +112,14 @@ def test_an_example_output_as_final_answer_keeps_the_code_last():
     assert answer.rstrip().endswith("return a + b\n```")
 
 
+def test_without_a_marker_the_answer_is_the_last_line_that_says_something():
+    reply = "Janet sells 16 - 3 - 4 = 9 eggs.\n\\[\n9 \\times 2 = 18\n\\]\n)"
+    reasoning, answer = split_final_answer(reply)
+    assert answer == "9 \\times 2 = 18" and reasoning.endswith("\\[")
+    assert split_final_answer("one\n---")[1] == "one"
+    assert split_final_answer("...")[1] == "..."  # nothing says anything: the last line as before
+
+
 def test_sections_are_parsed_with_markdown_and_case_noise():
     sig = _sig("question, draft -> critique, is_correct: bool")
     out = PlainAdapter().parse(sig, "**Critique:** the sum is wrong\n**Is correct:** No")

@@ -314,7 +314,7 @@ def split_final_answer(text: str) -> tuple[str, str]:
     """(reasoning, answer) from a chain-of-thought reply.
 
     The answer is what follows the last "Final answer:" marker outside code blocks; without one, the last
-    fenced code block (kept fenced, so a code metric finds it), else the last non-empty line. When the
+    fenced code block (kept fenced, so a code metric finds it), else the last line with a letter or digit. When the
     code written in the reasoning is the real answer (the final part points back at it, or shows only an
     example output in a code block), that code is kept in the answer, last, where code metrics look. A
     marker written inside a code block is taken out of it."""
@@ -340,7 +340,9 @@ def split_final_answer(text: str) -> tuple[str, str]:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return "", ""
-    return "\n".join(lines[:-1]).strip(), lines[-1].strip()
+    # The last line that says something: a closing "\]" or ")" after "\[ x = 18" is layout, not the answer.
+    last = next((i for i in range(len(lines) - 1, -1, -1) if re.search(r"\w", lines[i])), len(lines) - 1)
+    return "\n".join(lines[:last]).strip(), lines[last].strip()
 
 
 def _coerce(text: str, annotation: Any) -> Any:
