@@ -26,6 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from common import write_keeping_notes  # noqa: E402  (bench/ is the script's folder)
 from fidelity import plain_chat, through_masforge  # noqa: E402
 
+from masforge.evaluators.runner import READING_REVISION  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
@@ -33,13 +34,13 @@ from masforge.runtime.local_model import get_spec  # noqa: E402
 from masforge.seeds import seed_names  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# How answers are read and scored; kept rows from an older revision are scored again. 2: failure reasons kept,
-# "Final answer" markers written into code taken out of it (plain adapter).
-SCORING = 2
+# How answers are read and scored (masforge's own revision, see evaluators/runner.py); kept rows from an older
+# revision are scored again.
+SCORING = READING_REVISION
 # Cheapest first, so a stopped run has the most rows (calls per example: 1, 1-2, 2-3, ..., 7).
 ORDER = ["io", "cot", "take_a_deep_breath", "step_back", "plan_and_solve", "expert_routing", "program_of_thought",
-         "react_calculator", "self_refine", "reflexion_code", "code_verify", "code_ensemble", "self_consistency",
-         "quality_diversity", "debate"]
+         "react_calculator", "self_refine", "reflexion_code", "code_verify", "code_ensemble", "sample_and_test",
+         "self_consistency", "quality_diversity", "debate"]
 
 
 def plain_row(task, client: LMClient, n: int) -> dict:

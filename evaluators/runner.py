@@ -32,6 +32,18 @@ from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
 from masforge.genome.schema import Genome
 from masforge.runtime.lm import LMClient
+from masforge.runtime.lm_config import LMConfig
+
+READING_REVISION = 3
+"""Bumped whenever the way replies are read or scored changes (an adapter's parsing, a metric). Archived results
+carry it in their key (:func:`results_key`), so a result read the old way is evaluated again (its answers come
+from the answer cache) instead of being reused. 1: results made before revisions were kept; 2: "Final answer"
+lines taken out of code blocks (plain adapter); 3: an unmarked answer is the last line with a letter or digit."""
+
+
+def results_key(lm: LMConfig) -> str:
+    """The key an evaluation's results are stored under: the LM's key and the reading revision."""
+    return f"{lm.key()}#read{READING_REVISION}"
 
 __all__ = ["Cascade", "EvalReport", "Evaluator", "ExampleResult", "classify", "evaluate", "input_mapping"]
 
@@ -215,7 +227,8 @@ class Evaluator:
 
     @property
     def lm_key(self) -> str:
-        return self.client.config("worker").key()
+        """What archived results of this evaluator are keyed by (see :func:`results_key`)."""
+        return results_key(self.client.config("worker"))
 
     def evaluate(self, genome: Genome | Any, *, threshold: float | None = None,
                  progress: ProgressFn | None = None) -> EvalReport:

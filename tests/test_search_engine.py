@@ -18,6 +18,7 @@ import masforge
 from masforge.archive.store import Archive
 from masforge.cli import app
 from masforge.errors import ConfigError
+from masforge.evaluators.runner import results_key
 from masforge.runtime.lm import parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.engine import run_search
@@ -59,7 +60,7 @@ def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> Non
     archive = Archive.open(result.archive_path)
     assert len(archive.list(run=run.name)) == 6
     best = result.best
-    assert archive.get_result(best.id, TASK, "validation", parse_lm("fake").key()) is not None
+    assert archive.get_result(best.id, TASK, "validation", results_key(parse_lm("fake"))) is not None
     assert any(r.split == "test" for r in archive.get(result.test_scores[0].genome_id).results)
 
 
@@ -82,6 +83,19 @@ def test_resume_continues_without_repeating(tmp_path: Path) -> None:
     assert len(archive.list(run=first.run_dir.name)) == 7
     # the budget already spent is counted: the resumed ledger starts at the first run's spend
     assert resumed.spend["llm_calls"] >= calls_first
+
+
+def test_results_read_under_an_older_revision_are_evaluated_again(tmp_path: Path, monkeypatch) -> None:
+    from masforge.evaluators import runner
+    from masforge.export.found_with import lm_from_key
+
+    first = run_search(_cfg(tmp_path, budget={"max_candidates": 3}), progress=False)
+    key = results_key(parse_lm("fake"))
+    assert key.startswith(parse_lm("fake").key()) and lm_from_key(key) == parse_lm("fake")
+    monkeypatch.setattr(runner, "READING_REVISION", runner.READING_REVISION + 1)
+    assert results_key(parse_lm("fake")) != key
+    more = masforge.resume(first.run_dir, budget=4)
+    assert len(more.candidates) == 4 and more.stats["reused"] == 0  # stored results were read the old way
 
 
 def test_api_resume_can_raise_the_budget(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ from masforge.runtime.lm_config import LMConfig, parse_lm
 
 
 def lm_from_key(lm_key: str, known: Sequence[LMConfig] = ()) -> LMConfig:
-    """The LM configuration behind ``lm_key``: one of ``known`` with that key, else the model's defaults."""
+    """The LM configuration behind ``lm_key`` (an LM's key, or a results key: the LM's key and "#read<N>"): one of
+    ``known`` with that key, else the model's defaults."""
+    lm_key = lm_key.split("#read", 1)[0]
     model = lm_key.rsplit("@", 1)[0]
     try:
         guesses = [*known, parse_lm(model)]
