@@ -147,3 +147,16 @@ def test_a_meta_agent_proposal_may_ask_for_it(word: str) -> None:
              f'"aggregation": "{word}"}}')
     genome, _ = parse_proposal(reply, kind="config")
     assert genome.topology.aggregation == "run_examples"
+
+
+def test_an_exported_system_runs_the_stated_examples_the_same_way(tmp_path) -> None:
+    from masforge.export import export_genome
+    from masforge.export.loader import load_exported
+    from masforge.seeds import load_seed
+
+    path = tmp_path / "sample_and_test.py"
+    path.write_text(export_genome(load_seed("sample_and_test"), "python", path.name), encoding="utf-8")
+    answers = {0: WRONG, 1: WRONG, 2: RIGHT, 3: WRONG, 4: RIGHT}
+    exported = load_exported(path)(_client(answers))(question=MBPP_QUESTION)
+    here = compile_genome(load_seed("sample_and_test"), _client(answers))(question=MBPP_QUESTION)
+    assert exported.outputs == here.outputs == {"answer": RIGHT}  # not the majority: the one passing add(2, 3)
