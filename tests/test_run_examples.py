@@ -79,10 +79,12 @@ def test_the_code_of_an_answer_is_its_fenced_blocks_or_its_text() -> None:
 def test_candidates_run_in_the_sandbox_and_count_the_examples_they_pass() -> None:
     question = MBPP_QUESTION + "\nassert add(0, 0) == 0"
     crashing = "```python\nraise SystemExit(3)\n```"
-    printing_the_marker = "```python\nprint('MASFORGE-EXAMPLE-PASSED', 7)\n```"
-    counts = passed_counts([RIGHT, WRONG, crashing, printing_the_marker, "no code at all"], question,
+    forging_the_report = "```python\nprint('MASFORGE-EXAMPLES-PASSED', 0, 1)\n```"
+    noisy = "```python\ndef add(a, b):\n    print('x' * 3000)\n    return a + b\n```"
+    counts = passed_counts([RIGHT, WRONG, crashing, forging_the_report, "no code at all", noisy], question,
                            run_python_tool)
-    assert counts == [2, 1, 0, 0, 0]  # a - b still gets add(0, 0) right; numbers past the checks do not count
+    # a - b still gets add(0, 0) right; only the program's own last line counts, however long the output
+    assert counts == [2, 1, 0, 0, 0, 2]
 
 
 def test_a_check_program_keeps_going_after_a_failing_example() -> None:

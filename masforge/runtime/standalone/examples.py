@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-EXAMPLE_PASSED = "MASFORGE-EXAMPLE-PASSED"
-"""What the check program prints, with the example's number, for each example a candidate passes."""
+EXAMPLE_PASSED = "MASFORGE-EXAMPLES-PASSED"
+"""What the check program's last line starts with, followed by the numbers of the examples the candidate passed."""
 
 _ASSERT = re.compile(r"^\s*(assert\s+.+?)\s*$")
 _DOCTEST = re.compile(r"^\s*>>>\s?(.*)$")
@@ -83,18 +83,23 @@ def answer_code(answer: str) -> str:
 
 
 def check_program(code: str, checks: list[str], imports: list[str]) -> str:
-    """A program that runs ``code`` and then each check in its own ``try``, printing which ones pass."""
-    parts = [*imports, _SAME, code, ""]
+    """A program that runs ``code``, then each check in its own ``try``, and prints which ones passed on its last
+    line (last, because the tool keeps only the end of a long output)."""
+    parts = [*imports, _SAME, code, "", "__masforge_passed = []"]
     for n, check in enumerate(checks):
         body = "\n".join("    " + line for line in check.splitlines())
-        parts.append(f"try:\n{body}\n    print({EXAMPLE_PASSED!r}, {n})\nexcept BaseException:\n    pass")
+        parts.append(f"try:\n{body}\n    __masforge_passed.append({n})\nexcept BaseException:\n    pass")
+    parts.append(f"print()\nprint({EXAMPLE_PASSED!r}, *__masforge_passed)")
     return "\n".join(parts)
 
 
 def examples_passed(output: str, checks: int) -> int:
-    """How many distinct checks the program's output reports as passed."""
-    found = re.findall(re.escape(EXAMPLE_PASSED) + r" (\d+)", output)
-    return len({int(n) for n in found if int(n) < checks})
+    """How many distinct checks the program's last report line says passed (0 when it never got there)."""
+    lines = [line for line in output.splitlines() if line.startswith(EXAMPLE_PASSED)]
+    if not lines:
+        return 0
+    numbers = {int(n) for n in re.findall(r"\d+", lines[-1][len(EXAMPLE_PASSED):])}
+    return len({n for n in numbers if n < checks})
 
 
 def passed_counts(answers: list[str], question: str, run_python: Callable[[str], str]) -> list[int] | None:
