@@ -65,8 +65,8 @@ def stated_examples(question: str) -> list[str]:
             checks.append(plain.group(1))  # the task's own assert, exactly as written
         elif shown and _compiles(shown.group(1)):
             # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
-            expected = re.split(r"\s=\s", shown.group(2))[-1].strip()
-            checks.append(f"assert __masforge_same({shown.group(1)}, {expected!r})")
+            value = re.split(r"\s=\s", shown.group(2))[-1].strip()
+            checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
         i += 1
     return [c for c in dict.fromkeys(checks) if _compiles(c)]
 
