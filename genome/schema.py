@@ -25,6 +25,8 @@ IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")
 MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
 AGGREGATIONS = ("last", "majority_vote", "run_examples", "judge")
+PICKING_AGGREGATIONS = ("majority_vote", "run_examples")
+"""Aggregations that pick one of the answers reaching ``output`` (no judge agent): over one answer they are "last"."""
 
 ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
 Aggregation = Literal["last", "majority_vote", "run_examples", "judge"]

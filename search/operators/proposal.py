@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from masforge.genome.io import format_validation_error
 from masforge.genome.outline import outline
-from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Genome, Topology
+from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Aggregation, Genome, Topology
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
 from masforge.runtime.adapters import ADAPTERS
@@ -89,7 +89,7 @@ class ProposalSpec(BaseModel):
     agents: list[AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     edges: list[str] = Field(default_factory=list)
     rounds: int = Field(default=1, ge=1, le=10)
-    aggregation: Literal["last", "majority_vote", "run_examples", "judge"] = "last"
+    aggregation: Aggregation = "last"
     judge: str | None = None
 
 

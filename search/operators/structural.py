@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 
 from masforge.genome.outline import outline
-from masforge.genome.schema import MODULE_KINDS, Agent, Genome
+from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Agent, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
 
@@ -113,7 +113,7 @@ def change_temperature(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_aggregation(g: Genome, rng: random.Random) -> str | None:
-    options = [a for a in ("last", "majority_vote", "run_examples") if a != g.topology.aggregation]
+    options = [a for a in ("last", *PICKING_AGGREGATIONS) if a != g.topology.aggregation]
     if g.topology.aggregation == "judge":
         judge = g.topology.judge
         g.agents = [a for a in g.agents if a.id != judge]

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, ConfigError
-from masforge.genome.graph import cyclic_agents
-from masforge.genome.schema import MODULE_KINDS, Genome
+from masforge.genome.graph import answers_at_output, cyclic_agents
+from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
 from masforge.search.context import Proposal, SearchContext
@@ -348,7 +348,7 @@ class Tune(Strategy):
             kinds = [m for m in self.modules if m != "react" or a.tools]
             self._mods[a.id] = list(dict.fromkeys([a.module, *kinds]))
             self._copies[a.id] = max(self.max_copies, a.copies)
-        aggs = ["last", "majority_vote", "run_examples"]
+        aggs = ["last", *PICKING_AGGREGATIONS]
         self._aggs = [*aggs, "judge"] if base.topology.aggregation == "judge" else aggs
         self._cyclic = bool(cyclic_agents(base))
         self._rounds = max(self.max_rounds, base.topology.rounds)
@@ -397,9 +397,7 @@ class Tune(Strategy):
                 a.adapter = trial.suggest_categorical(f"{a.id}.adapter", self._adapters[a.id])
         if "rounds" in self.knobs and self._cyclic:
             topo.rounds = trial.suggest_int("rounds", 2, self._rounds)
-        feeders = {x for x, y in topo.edges if y == "output"}
-        if topo.aggregation in ("majority_vote", "run_examples") \
-                and sum(a.copies for a in g.agents if a.id in feeders) <= 1:
+        if topo.aggregation in PICKING_AGGREGATIONS and answers_at_output(g) <= 1:
             topo.aggregation = "last"  # a pick from one answer is "last": same system, same id, no new cost
         g.metadata = {}
         g.name = f"{self.base.name.split('~')[0]}~tune{trial.number}"

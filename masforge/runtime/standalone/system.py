@@ -410,7 +410,8 @@ class GraphRunner:
             question = "\n\n".join(str(inputs[k]) for k in spec.inputs if k in inputs)
             answers = [str(c.get(spec.outputs[0], "")) for c in candidates]
             counts = passed_counts(answers, question, self.tools["python"]) or [0] * len(candidates)
-            chosen = self._vote([c for c, n in zip(candidates, counts, strict=True) if n == max(counts)])
+            best = max(counts)
+            chosen = self._vote([c for c, n in zip(candidates, counts, strict=True) if n == best])
         elif spec.aggregation == "judge" and spec.judge:
             entries = []
             for aid in spec.output_agents:
