@@ -35,7 +35,7 @@ from common import write_keeping_notes  # noqa: E402  (bench/ is the script's fo
 
 import masforge  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
-from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
+from masforge.evaluators.stats import paired_difference  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
 from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
@@ -52,12 +52,6 @@ def test_scores(task, client: LMClient, genome, limit: int | None) -> list[float
     ev = Evaluator(task, client, split="test", limit=limit, concurrency=client.config("worker").max_concurrency,
                    example_timeout_s=3600)
     return ev.evaluate(genome).scores
-
-
-def paired(found: list[float], seed: list[float]) -> tuple[float, float, float]:
-    diffs = np.asarray(found) - np.asarray(seed)
-    lo, hi = bootstrap_ci(diffs.tolist(), resamples=5000)
-    return float(diffs.mean()), lo, hi
 
 
 def finished_run(run_dir: Path, candidates: int) -> Any | None:
@@ -213,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
                 scores = test_scores(task, client, c.genome, args.test_limit)
                 row["top"].append((c, float(np.mean(scores))))
                 if c is found[0]:
-                    row["diff"] = paired(scores, seed_scores)
+                    row["diff"] = paired_difference(scores, seed_scores)
             if found and (overall is None or found[0].fitness > overall[0]):
                 overall = (found[0].fitness, found[0].genome)
         stats = result.stats
@@ -242,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         found_t = test_scores(ttask, client, overall[1], args.transfer_limit)
         seed_t = test_scores(ttask, client, best_seed_genome, args.transfer_limit)
         transfer = {"found": overall[1], "seed": best_seed_genome, "found_scores": found_t, "seed_scores": seed_t,
-                    "diff": paired(found_t, seed_t)}
+                    "diff": paired_difference(found_t, seed_t)}
     write(args, rows, transfer)
 
 

@@ -20,7 +20,7 @@ from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
 from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
-from masforge.errors import GenomeError, MasforgeError
+from masforge.errors import ConfigError, GenomeError, MasforgeError
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
@@ -190,47 +190,141 @@ def evaluate(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
-    from masforge.evaluators.runner import Evaluator
+    with user_errors():
+        from masforge.evaluators.tasks import get_task
+
+        g = _load_system(genome)
+        t = get_task(task, data_dir=data_dir)
+        client = _eval_client(lm, api_base, no_cache, budget_usd, max_calls)
+        report = _evaluate_shown(g, t, client, split, limit, concurrency)
+        if output:
+            _write_json(output, report.to_dict())  # type: ignore[attr-defined]
+            console.print(f"report written to {output}")
+
+
+def _load_system(ref: str) -> object:
+    """A genome from a file, seed name or exported module."""
+    from masforge.export import is_exported, load_exported
+
+    return load_exported(ref) if is_exported(ref) else resolve_genome(ref)
+
+
+def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, budget_usd: float | None,
+                 max_calls: int | None) -> object:
+    """The worker client of an evaluation, with its budget (and a warning when a paid LM has no limit)."""
     from masforge.runtime.budget import Budget, free_lm_warning
     from masforge.runtime.lm import LMClient
 
+    client = make_client(lm, api_base=api_base, cache=not no_cache)
+    assert isinstance(client, LMClient)
+    client.ledger.budget = Budget(max_dollars=budget_usd, max_calls=max_calls)
+    cfg = client.config("worker")
+    free = cfg.is_local or cfg.is_fake or (cfg.price_in_per_m == 0 and cfg.price_out_per_m == 0)
+    warning = free_lm_warning(client.ledger.budget, {cfg.model: (free, True)})
+    if warning:
+        console.print(f"[yellow]{escape(warning)}[/yellow]")
+    return client
+
+
+def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int | None,
+                    concurrency: int) -> object:
+    """Evaluate with live progress, print the result table and any early stop or unscored examples."""
+    from masforge.evaluators.runner import Evaluator
+
+    ev = Evaluator(t, client, split=split, limit=limit, concurrency=concurrency)  # type: ignore[arg-type]
+    name = f"{g.name} on {t.name}"  # type: ignore[attr-defined]
+    with eval_progress() as bar:  # type: ignore[attr-defined]
+        job = bar.add_task(name, total=len(ev.examples), stats="")
+
+        def tick(done: int, total: int, rep: object) -> None:
+            snap = client.ledger.snapshot()  # type: ignore[attr-defined]
+            bar.update(job, completed=done, stats=f"score {rep.score:.3f}  "  # type: ignore[attr-defined]
+                       f"{snap['tokens']} tok  ${snap['dollars']:.4f}")
+
+        report = ev.evaluate(g, progress=tick)
+    model = client.config("worker").model  # type: ignore[attr-defined]
+    console.print(report_table(report, f"{g.name} ({g.short_id}) on {model}"))  # type: ignore[attr-defined]
+    if report.stopped:
+        print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
+                    f"{report.n} finished examples")
+    if report.unscored:
+        what = "not a score" if report.incomplete else f"the score covers the other {report.n}"
+        print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
+                    f"failed: {shorten(report.outage, 160)}): {what}")
+    return report
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(redact_data(data), indent=2, default=str))
+
+
+@app.command()
+def compare(
+    system_a: Annotated[str, typer.Argument(metavar="A", help="The reference: genome file, seed name, exported "
+                                            "module, or a report written by 'masforge evaluate -o'.")],
+    system_b: Annotated[str, typer.Argument(metavar="B", help="The challenger (same kinds as A).")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Task to evaluate on [default: the task of a "
+                                             "report given as A or B].")] = None,
+    split: Annotated[str | None, typer.Option(help="train, validation or test [default: a report's split, else "
+                                              "validation].")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")] = None,
+    lm: LmOption = None,
+    api_base: ApiBaseOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")] = 4,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
+    = None,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
+    = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the comparison as JSON.")] = None,
+) -> None:
+    """Is B better than A? Both on the same examples, paired: the difference with its 95% CI, wins and losses."""
+    from masforge.evaluators.compare import Side, compare, is_report_file, load_report
+
     with user_errors():
-        from masforge.export import is_exported, load_exported
+        given = {ref: load_report(ref) for ref in (system_a, system_b) if is_report_file(ref)}
+        known = next(iter(given.values()), None)
+        task_name = task or (known.task if known else None)
+        if task_name is None:
+            raise ConfigError("compare needs --task (or a report from 'masforge evaluate -o' as A or B)")
+        split_name = split or (known.split if known else "validation")
+        # the same examples as the report's (the first N of the split), unless asked otherwise
+        limit = limit or (max(side.planned for side in given.values()) if given else None)
+        sides: list[Side] = []
+        client = None
+        for ref in (system_a, system_b):
+            if ref in given:
+                sides.append(given[ref])
+                continue
+            from masforge.evaluators.tasks import get_task
 
-        g = load_exported(genome) if is_exported(genome) else resolve_genome(genome)
-        from masforge.evaluators.tasks import get_task
-
-        t = get_task(task, data_dir=data_dir)
-        client = make_client(lm, api_base=api_base, cache=not no_cache)
-        assert isinstance(client, LMClient)
-        client.ledger.budget = Budget(max_dollars=budget_usd, max_calls=max_calls)
-        cfg = client.config("worker")
-        free = cfg.is_local or cfg.is_fake or (cfg.price_in_per_m == 0 and cfg.price_out_per_m == 0)
-        warning = free_lm_warning(client.ledger.budget, {cfg.model: (free, True)})
-        if warning:
-            console.print(f"[yellow]{escape(warning)}[/yellow]")
-        ev = Evaluator(t, client, split=split, limit=limit, concurrency=concurrency)
-        with eval_progress() as bar:  # type: ignore[attr-defined]
-            job = bar.add_task(f"{g.name} on {t.name}", total=len(ev.examples), stats="")
-
-            def tick(done: int, total: int, rep: object) -> None:
-                snap = client.ledger.snapshot()
-                bar.update(job, completed=done, stats=f"score {rep.score:.3f}  "  # type: ignore[attr-defined]
-                           f"{snap['tokens']} tok  ${snap['dollars']:.4f}")
-
-            report = ev.evaluate(g, progress=tick)
-        console.print(report_table(report, f"{g.name} ({g.short_id}) on {client.config('worker').model}"))
-        if report.stopped:
-            print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
-                        f"{report.n} finished examples")
-        if report.unscored:
-            what = "not a score" if report.incomplete else f"the score covers the other {report.n}"
-            print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
-                        f"failed: {shorten(report.outage, 160)}): {what}")
+            g = _load_system(ref)
+            t = get_task(task_name, data_dir=data_dir)
+            client = client or _eval_client(lm, api_base, no_cache, budget_usd, max_calls)
+            sides.append(Side.of(_evaluate_shown(g, t, client, split_name, limit, concurrency)))  # type: ignore[arg-type]
+        result = compare(sides[0], sides[1])
+        console.print(comparison_table(result))
+        colour = "green" if result.ci_low > 0 else "red" if result.ci_high < 0 else "yellow"
+        console.print(f"[{colour}]{escape(result.verdict)}[/{colour}]")
         if output:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(redact_data(report.to_dict()), indent=2, default=str))
-            console.print(f"report written to {output}")
+            _write_json(output, result.to_dict())
+            console.print(f"comparison written to {output}")
+
+
+def comparison_table(result: object) -> Table:
+    """A and B side by side on the paired examples, then the paired difference."""
+    r = result  # evaluators.compare.Comparison
+    table = Table(title=f"B vs A on {r.a.task}/{r.a.split}, {r.n} paired examples")  # type: ignore[attr-defined]
+    for col in ("", "system", "score", "$", "tokens", "LM calls"):
+        table.add_column(col, justify="left" if col in ("", "system") else "right")
+    for tag, side in (("A", r.a), ("B", r.b)):  # type: ignore[attr-defined]
+        table.add_row(tag, f"{side.name} ({side.genome_id[:12]})", f"{r.mean(side):.3f}",  # type: ignore[attr-defined]
+                      f"{side.dollars:.4f}", str(side.tokens), str(side.llm_calls))
+    table.add_row("B - A", f"won {r.wins}, lost {r.losses}, tied {r.ties}",  # type: ignore[attr-defined]
+                  f"{r.diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]", "", "", "")  # type: ignore[attr-defined]
+    return table
 
 
 @app.command()

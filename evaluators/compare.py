@@ -1,0 +1,145 @@
+"""Two systems on the same examples: which is better, by how much, and how sure.
+
+A difference of means with two separate confidence intervals throws away what the pairing knows: most
+examples are easy or hard for both systems. The comparison here pairs the two reports example by example
+(by example id, over the examples both scored) and gives the mean of (B - A) with its paired bootstrap
+interval, and how many examples B won, lost and tied. Reports come from :class:`~.runner.Evaluator` or from
+the JSON that ``masforge evaluate -o`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from masforge.errors import TaskError
+from masforge.evaluators.runner import EvalReport
+from masforge.evaluators.stats import paired_difference
+
+
+@dataclass(frozen=True)
+class Side:
+    """One system's evaluation, as the comparison needs it."""
+
+    name: str
+    genome_id: str
+    task: str
+    split: str
+    lm_key: str
+    scores: dict[str, float]
+    """Score per example id, for the examples the report scored (unscored ones are left out)."""
+    dollars: float
+    tokens: int
+    llm_calls: int
+    planned: int
+    """Examples the evaluation set out to run (the first ``planned`` of the split)."""
+
+    @classmethod
+    def of(cls, report: EvalReport | Mapping[str, Any]) -> Side:
+        """A side from an :class:`EvalReport` or the JSON form ``masforge evaluate -o`` writes."""
+        data = report.to_dict() if isinstance(report, EvalReport) else report
+        try:
+            scores = {str(e["example_id"]): float(e["score"]) for e in data["examples"] if not e.get("unscored")}
+            return cls(name=str(data.get("genome_name") or data["genome_id"]), genome_id=str(data["genome_id"]),
+                       task=str(data["task"]), split=str(data["split"]), lm_key=str(data.get("lm_key", "")),
+                       scores=scores, dollars=float(data.get("dollars", 0.0)), tokens=int(data.get("tokens", 0)),
+                       llm_calls=int(data.get("llm_calls", 0)),
+                       planned=int(data.get("planned") or len(data["examples"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TaskError(f"not an evaluation report (missing or bad {exc}): write one with "
+                            "'masforge evaluate SYSTEM -t TASK -o report.json'") from None
+
+
+def load_report(path: str | Path) -> Side:
+    """A side from a report file written by ``masforge evaluate -o``."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TaskError(f"cannot read report {p}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"report {p} is not JSON (line {exc.lineno}): write one with "
+                        "'masforge evaluate SYSTEM -t TASK -o report.json'") from None
+    if not isinstance(data, dict):
+        raise TaskError(f"report {p} is not an evaluation report: expected a JSON object")
+    return Side.of(data)
+
+
+def is_report_file(text: str) -> bool:
+    """True for a JSON file that holds an evaluation report (a genome file in JSON has agents, not examples)."""
+    p = Path(text)
+    if p.suffix.lower() != ".json" or not p.is_file():
+        return False
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "examples" in data and "genome_id" in data
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """System B against system A on the examples both scored."""
+
+    a: Side
+    b: Side
+    example_ids: list[str]
+    diff: float
+    ci_low: float
+    ci_high: float
+    wins: int
+    """Examples B scored higher on."""
+    losses: int
+    ties: int
+
+    @property
+    def n(self) -> int:
+        return len(self.example_ids)
+
+    def mean(self, side: Side) -> float:
+        """A side's mean score over the paired examples only."""
+        return sum(side.scores[i] for i in self.example_ids) / self.n if self.n else 0.0
+
+    @property
+    def verdict(self) -> str:
+        """One sentence a reader can act on."""
+        if self.ci_low > 0:
+            return f"{self.b.name} is better than {self.a.name}: the 95% interval lies above 0"
+        if self.ci_high < 0:
+            return f"{self.b.name} is worse than {self.a.name}: the 95% interval lies below 0"
+        return (f"no significant difference on {self.n} examples: the 95% interval contains 0 "
+                "(more examples would narrow it)")
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(s: Side) -> dict[str, Any]:
+            return {"name": s.name, "genome_id": s.genome_id, "lm_key": s.lm_key, "score": self.mean(s),
+                    "dollars": s.dollars, "tokens": s.tokens, "llm_calls": s.llm_calls}
+
+        return {"task": self.a.task, "split": self.a.split, "n": self.n, "a": side(self.a), "b": side(self.b),
+                "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high, "wins": self.wins,
+                "losses": self.losses, "ties": self.ties, "verdict": self.verdict,
+                "per_example": [{"example_id": i, "a": self.a.scores[i], "b": self.b.scores[i]}
+                                for i in self.example_ids]}
+
+
+def compare(a: Side | EvalReport | Mapping[str, Any], b: Side | EvalReport | Mapping[str, Any]) -> Comparison:
+    """B against A, paired example by example over the examples both scored (in A's order)."""
+    sa = a if isinstance(a, Side) else Side.of(a)
+    sb = b if isinstance(b, Side) else Side.of(b)
+    if (sa.task, sa.split) != (sb.task, sb.split):
+        raise TaskError(f"the reports are on different data ({sa.task}/{sa.split} and {sb.task}/{sb.split}): "
+                        "evaluate both systems on the same task and split")
+    ids = [i for i in sa.scores if i in sb.scores]
+    if not ids:
+        raise TaskError(f"the reports share no scored example on {sa.task}/{sa.split}: evaluate both systems "
+                        "on the same examples (same --limit)")
+    av = [sa.scores[i] for i in ids]
+    bv = [sb.scores[i] for i in ids]
+    diff, lo, hi = paired_difference(bv, av)
+    return Comparison(a=sa, b=sb, example_ids=ids, diff=diff, ci_low=lo, ci_high=hi,
+                      wins=sum(y > x for x, y in zip(av, bv, strict=True)),
+                      losses=sum(y < x for x, y in zip(av, bv, strict=True)),
+                      ties=sum(y == x for x, y in zip(av, bv, strict=True)))
