@@ -52,6 +52,13 @@ MetaLmOption = Annotated[str | None, typer.Option("--meta-lm", help="Meta-agent 
 ApiBaseOption = Annotated[
     str | None, typer.Option("--api-base", help="Endpoint for --lm (e.g. a vLLM or Ollama server).")
 ]
+# the options of an evaluation (evaluate, compare)
+LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")]
+ConcurrencyOption = Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")]
+BudgetUsdOption = Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
+MaxCallsOption = Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
+DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")]
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
@@ -177,16 +184,14 @@ def evaluate(
     genome: Annotated[str, typer.Argument(help="Genome file, seed name or exported module.")],
     task: Annotated[str, typer.Option("--task", "-t", help="Task name (masforge tasks) or a .jsonl file.")],
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "validation",
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")] = None,
+    limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")] = 4,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
-    = None,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
-    = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
+    concurrency: ConcurrencyOption = 4,
+    budget_usd: BudgetUsdOption = None,
+    max_calls: MaxCallsOption = None,
+    data_dir: DataDirOption = None,
+    no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
@@ -268,20 +273,19 @@ def compare(
                                              "report given as A or B].")] = None,
     split: Annotated[str | None, typer.Option(help="train, validation or test [default: a report's split, else "
                                               "validation].")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")] = None,
+    limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")] = 4,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
-    = None,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
-    = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
+    concurrency: ConcurrencyOption = 4,
+    budget_usd: BudgetUsdOption = None,
+    max_calls: MaxCallsOption = None,
+    data_dir: DataDirOption = None,
+    no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the comparison as JSON.")] = None,
 ) -> None:
     """Is B better than A? Both on the same examples, paired: the difference with its 95% CI, wins and losses."""
-    from masforge.evaluators.compare import Side, compare, is_report_file, load_report
+    from masforge.evaluators.compare import Side, is_report_file, load_report
+    from masforge.evaluators.compare import compare as paired_comparison
 
     with user_errors():
         given = {ref: load_report(ref) for ref in (system_a, system_b) if is_report_file(ref)}
@@ -304,7 +308,7 @@ def compare(
             t = get_task(task_name, data_dir=data_dir)
             client = client or _eval_client(lm, api_base, no_cache, budget_usd, max_calls)
             sides.append(Side.of(_evaluate_shown(g, t, client, split_name, limit, concurrency)))  # type: ignore[arg-type]
-        result = compare(sides[0], sides[1])
+        result = paired_comparison(sides[0], sides[1])
         console.print(comparison_table(result))
         colour = "green" if result.ci_low > 0 else "red" if result.ci_high < 0 else "yellow"
         console.print(f"[{colour}]{escape(result.verdict)}[/{colour}]")
