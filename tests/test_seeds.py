@@ -694,3 +694,13 @@ def test_votes_on_code_compare_programs_not_their_comments_or_test_prints():
     assert normalise_answer(commented) == normalise_answer(plain)
     assert normalise_answer(commented) != normalise_answer(other)
     assert normalise_answer("```python\ndef broken(:\n```") != normalise_answer(plain)  # unparsable: text vote
+
+
+def test_code_ensemble_keeps_a_program_whole():
+    program = "```python\ndef f(x):\n    return x + 1\n```"
+    replies = [f"Here is the code:\n{program}", f"Step 1...\n{program}\n", f"FINAL ANSWER:\n{program}"]
+    _, result = run_seed("code_ensemble", ScriptedResponder(replies))
+    assert result.outputs["answer"] == program  # not its last line, "```"
+    # a reply that ends in prose is read by its last line, even with code above it
+    _, result = run_seed("code_ensemble", ScriptedResponder(["```python\nprint(6 * 7)\n```\nSo it is 42"] * 3))
+    assert result.outputs["answer"] == "So it is 42"
