@@ -31,6 +31,7 @@ _LAZY = {
     "register_task": ("masforge.evaluators.tasks", "register_task"),
     "evaluate": ("masforge.evaluators.runner", "evaluate"),
     "Evaluator": ("masforge.evaluators.runner", "Evaluator"),
+    "compare": ("masforge.evaluators.compare", "compare"),
     "LMClient": ("masforge.runtime.lm", "LMClient"),
     "LMConfig": ("masforge.runtime.lm", "LMConfig"),
     "Budget": ("masforge.runtime.budget", "Budget"),

@@ -114,3 +114,14 @@ def test_cli_compare_without_a_task_is_one_line() -> None:
     assert res.exit_code == 1
     assert "compare needs --task" in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.usefixtures("_private")
+def test_python_api_compares_two_evaluations() -> None:
+    import masforge
+
+    seed = masforge.evaluate(masforge.load_seed("io"), TASK, lm="fake", limit=4)
+    found = masforge.evaluate(masforge.load_seed("cot"), TASK, lm="fake", limit=4)
+    c = masforge.compare(seed, found)
+    assert c.n == 4 and c.a.name == "io" and c.b.name == "chain-of-thought"
+    assert c.wins + c.losses + c.ties == 4 and c.ci_low <= c.diff <= c.ci_high
