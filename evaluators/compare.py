@@ -34,6 +34,7 @@ class Side:
     dollars: float
     tokens: int
     llm_calls: int
+    """LM answers the system used, paid for or from the answer cache (what it costs to run, not what this run paid)."""
     planned: int
     """Examples the evaluation set out to run (the first ``planned`` of the split)."""
 
@@ -46,7 +47,7 @@ class Side:
             return cls(name=str(data.get("genome_name") or data["genome_id"]), genome_id=str(data["genome_id"]),
                        task=str(data["task"]), split=str(data["split"]), lm_key=str(data.get("lm_key", "")),
                        scores=scores, dollars=float(data.get("dollars", 0.0)), tokens=int(data.get("tokens", 0)),
-                       llm_calls=int(data.get("llm_calls", 0)),
+                       llm_calls=int(data.get("llm_calls", 0)) + int(data.get("cache_hits", 0)),
                        planned=int(data.get("planned") or len(data["examples"])))
         except (KeyError, TypeError, ValueError) as exc:
             raise TaskError(f"not an evaluation report (missing or bad {exc}): write one with "
@@ -112,6 +113,12 @@ class Comparison:
             return f"{self.b.name} is worse than {self.a.name}: the 95% interval lies below 0"
         return (f"no significant difference on {self.n} examples: the 95% interval contains 0 "
                 "(more examples would narrow it)")
+
+    def differing(self) -> tuple[list[str], list[str]]:
+        """The example ids B won on and those it lost on (the rest are ties): the ones worth reading."""
+        won = [i for i in self.example_ids if self.b.scores[i] > self.a.scores[i]]
+        lost = [i for i in self.example_ids if self.b.scores[i] < self.a.scores[i]]
+        return won, lost
 
     def to_dict(self) -> dict[str, Any]:
         def side(s: Side) -> dict[str, Any]:

@@ -34,6 +34,7 @@ def test_pairs_example_by_example_and_counts_wins_losses_ties() -> None:
     assert r.mean(r.a) == pytest.approx(0.5) and r.mean(r.b) == pytest.approx(0.6)
     assert r.ci_low <= r.diff <= r.ci_high
     assert r.to_dict()["per_example"][1] == {"example_id": "ex/1", "a": 0.0, "b": 1.0}
+    assert r.differing() == (["ex/1", "ex/4"], ["ex/3"])
 
 
 def test_verdict_says_better_only_when_the_interval_clears_zero() -> None:

@@ -310,6 +310,10 @@ def compare(
             sides.append(Side.of(_evaluate_shown(g, t, client, split_name, limit, concurrency)))  # type: ignore[arg-type]
         result = paired_comparison(sides[0], sides[1])
         console.print(comparison_table(result))
+        for what, ids in zip(("B won on", "B lost on"), result.differing(), strict=True):
+            if ids:
+                more = f" and {len(ids) - 8} more" if len(ids) > 8 else ""
+                console.print(f"{what}: {escape(', '.join(ids[:8]))}{more}", highlight=False, soft_wrap=True)
         colour = "green" if result.ci_low > 0 else "red" if result.ci_high < 0 else "yellow"
         console.print(f"[{colour}]{escape(result.verdict)}[/{colour}]")
         if output:
