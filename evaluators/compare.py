@@ -91,14 +91,23 @@ class Comparison:
     diff: float
     ci_low: float
     ci_high: float
-    wins: int
-    """Examples B scored higher on."""
-    losses: int
-    ties: int
 
     @property
     def n(self) -> int:
         return len(self.example_ids)
+
+    @property
+    def wins(self) -> int:
+        """Examples B scored higher on."""
+        return len(self.differing()[0])
+
+    @property
+    def losses(self) -> int:
+        return len(self.differing()[1])
+
+    @property
+    def ties(self) -> int:
+        return self.n - self.wins - self.losses
 
     def mean(self, side: Side) -> float:
         """A side's mean score over the paired examples only."""
@@ -143,10 +152,5 @@ def compare(a: Side | EvalReport | Mapping[str, Any], b: Side | EvalReport | Map
     if not ids:
         raise TaskError(f"the reports share no scored example on {sa.task}/{sa.split}: evaluate both systems "
                         "on the same examples (same --limit)")
-    av = [sa.scores[i] for i in ids]
-    bv = [sb.scores[i] for i in ids]
-    diff, lo, hi = paired_difference(bv, av)
-    return Comparison(a=sa, b=sb, example_ids=ids, diff=diff, ci_low=lo, ci_high=hi,
-                      wins=sum(y > x for x, y in zip(av, bv, strict=True)),
-                      losses=sum(y < x for x, y in zip(av, bv, strict=True)),
-                      ties=sum(y == x for x, y in zip(av, bv, strict=True)))
+    diff, lo, hi = paired_difference([sb.scores[i] for i in ids], [sa.scores[i] for i in ids])
+    return Comparison(a=sa, b=sb, example_ids=ids, diff=diff, ci_low=lo, ci_high=hi)
