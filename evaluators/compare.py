@@ -69,16 +69,28 @@ def load_report(path: str | Path) -> Side:
     return Side.of(data)
 
 
-def is_report_file(text: str) -> bool:
-    """True for a JSON file that holds an evaluation report (a genome file in JSON has agents, not examples)."""
+def _report_data(text: str) -> dict[str, Any] | None:
+    """The parsed report in a JSON file, or None when ``text`` names no such file (a genome file in JSON has
+    agents, not examples)."""
     p = Path(text)
     if p.suffix.lower() != ".json" or not p.is_file():
-        return False
+        return None
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "examples" in data and "genome_id" in data
+        return None
+    return data if isinstance(data, dict) and "examples" in data and "genome_id" in data else None
+
+
+def is_report_file(text: str) -> bool:
+    """True for a JSON file that holds an evaluation report."""
+    return _report_data(text) is not None
+
+
+def report_side(text: str) -> Side | None:
+    """The side a report file holds (read once), or None when ``text`` is not a report file: a system to run."""
+    data = _report_data(text)
+    return None if data is None else Side.of(data)
 
 
 @dataclass(frozen=True)

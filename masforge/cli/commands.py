@@ -284,11 +284,11 @@ def compare(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the comparison as JSON.")] = None,
 ) -> None:
     """Is B better than A? Both on the same examples, paired: the difference with its 95% CI, wins and losses."""
-    from masforge.evaluators.compare import Side, is_report_file, load_report
+    from masforge.evaluators.compare import Side, report_side
     from masforge.evaluators.compare import compare as paired_comparison
 
     with user_errors():
-        given = {ref: load_report(ref) for ref in (system_a, system_b) if is_report_file(ref)}
+        given = {ref: side for ref in (system_a, system_b) if (side := report_side(ref)) is not None}
         known = next(iter(given.values()), None)
         task_name = task or (known.task if known else None)
         if task_name is None:
