@@ -12,6 +12,7 @@ import pytest
 from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
+from masforge.genome.schema import PICKING_AGGREGATIONS
 from masforge.runtime.budget import Budget
 from masforge.runtime.lm import LMClient
 from masforge.search.context import SearchContext
@@ -164,3 +165,26 @@ def test_meta_agent_sends_unusable_instructions_back_for_repair_and_names_the_de
                                        "Rationale: r")
     assert meta.counters[counter] == 1
     assert placeholder_instructions(prop.genome) is None
+
+
+def test_a_sampled_branch_keeps_the_original_answer_among_the_picked_ones():
+    io = load_seed("io")
+    child, what = structural.mutate(io, random.Random(0), edits={"b": structural.add_sampled_branch})
+    original, branch = child.agents
+    assert original == io.agents[0]  # the greedy answerer is untouched
+    assert branch.module == original.module and branch.instructions == original.instructions
+    assert branch.copies in (3, 5) and branch.temperature is None  # sampled at the runtime's temperature
+    assert {("input", branch.id), (branch.id, "output"), ("answerer", "output")} <= set(child.topology.edges)
+    assert child.topology.aggregation in PICKING_AGGREGATIONS
+    assert what == f"add {branch.copies} samples of answerer beside it, {child.topology.aggregation}"
+
+
+def test_a_sampled_branch_copies_an_answering_agent_never_the_judge():
+    for seed in range(10):
+        genome = load_seed("quality_diversity")
+        assert genome.topology.aggregation == "judge"
+        child, _ = structural.mutate(genome, random.Random(seed), edits={"b": structural.add_sampled_branch})
+        judge = child.topology.judge
+        new = [a for a in child.agents if a.id not in {b.id for b in genome.agents}]
+        assert len(new) == 1 and not new[0].id.startswith(judge)
+        assert child.topology.aggregation == "judge" and (new[0].id, "output") in child.topology.edges

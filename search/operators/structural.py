@@ -1,5 +1,6 @@
-"""Cheap, LLM-free genome edits: add/remove an agent, rewire an edge, change a module kind, copies,
-rounds, temperature, aggregation, an agent's model or its prompt adapter; and a structural crossover. Every result is
+"""Cheap, LLM-free genome edits: add/remove an agent, add a sampled branch beside an answering agent, rewire
+an edge, change a module kind, copies, rounds, temperature, aggregation, an agent's model or its prompt adapter;
+and a structural crossover. Every result is
 validated; an edit that breaks the genome is retried with another edit."""
 
 from __future__ import annotations
@@ -47,6 +48,30 @@ def add_agent(g: Genome, rng: random.Random) -> str | None:
     g.topology.edges = [e for e in g.topology.edges if e != (src, "output")]
     g.topology.edges += [(src, new.id), ("input", new.id), (new.id, "output")]
     return f"add {new.role} after {src}"
+
+
+def add_sampled_branch(g: Genome, rng: random.Random) -> str | None:
+    """Beside an agent that answers, a sampled copy of it: same settings and inputs, 3 or 5 copies at a
+    sampling temperature (its own if it samples, else the runtime's), answering to the output next to the
+    original, and a pick among the answers (a vote, or the drafts that pass the task's stated examples) where
+    there was none. Unlike raising the original's copies, this keeps the original (often greedy) answer among
+    the candidates: best-of-n as in self-consistency and AlphaCode/CodeT filtering."""
+    judge = g.topology.judge if g.topology.aggregation == "judge" else None
+    feeders = [a for a in _feeders(g) if a != judge]
+    if not feeders or len(g.agents) >= 8:
+        return None
+    src_id = rng.choice(feeders)
+    src = next(a for a in g.agents if a.id == src_id)
+    branch = src.model_copy(deep=True)
+    branch.id = _fresh_id(g, f"{src.id}_sampled")
+    branch.copies = rng.choice((3, 5))
+    branch.temperature = src.temperature or None  # None: copies of a greedy LM sample at the runtime's temperature
+    g.agents.append(branch)
+    g.topology.edges += [(a, branch.id) for a, b in g.topology.edges if b == src.id and a != src.id]
+    g.topology.edges.append((branch.id, "output"))
+    if g.topology.aggregation == "last":
+        g.topology.aggregation = rng.choice(PICKING_AGGREGATIONS)
+    return f"add {branch.copies} samples of {src.id} beside it, {g.topology.aggregation}"
 
 
 def remove_agent(g: Genome, rng: random.Random) -> str | None:
@@ -142,8 +167,9 @@ def change_adapter(g: Genome, rng: random.Random) -> str | None:
 
 
 EDITS: dict[str, Edit] = {
-    "add_agent": add_agent, "remove_agent": remove_agent, "rewire": rewire, "change_module": change_module,
-    "change_copies": change_copies, "change_rounds": change_rounds, "change_temperature": change_temperature,
+    "add_agent": add_agent, "add_sampled_branch": add_sampled_branch, "remove_agent": remove_agent,
+    "rewire": rewire, "change_module": change_module, "change_copies": change_copies,
+    "change_rounds": change_rounds, "change_temperature": change_temperature,
     "change_aggregation": change_aggregation, "change_adapter": change_adapter,
 }
 

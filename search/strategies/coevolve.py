@@ -48,7 +48,8 @@ from masforge.search.prompts import render, template
 from masforge.search.strategies.base import Strategy, bad_option, register
 from masforge.seeds import load_seed
 
-TOPOLOGY_EDITS = ("add_agent", "remove_agent", "rewire", "change_rounds", "change_aggregation")
+TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
+                  "change_aggregation")
 _TAGGED = re.compile(r"<instructions>\s*(.*?)\s*</instructions>", re.S | re.I)
 
 
