@@ -82,11 +82,6 @@ def _report_data(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and "examples" in data and "genome_id" in data else None
 
 
-def is_report_file(text: str) -> bool:
-    """True for a JSON file that holds an evaluation report."""
-    return _report_data(text) is not None
-
-
 def report_side(text: str) -> Side | None:
     """The side a report file holds (read once), or None when ``text`` is not a report file: a system to run."""
     data = _report_data(text)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from masforge.cli import app
 from masforge.errors import TaskError
-from masforge.evaluators.compare import Side, compare, is_report_file, load_report
+from masforge.evaluators.compare import Side, compare, load_report, report_side
 from masforge.evaluators.stats import paired_difference
 
 TASK = "rg:basic_arithmetic"
@@ -67,8 +67,8 @@ def test_report_files_are_read_and_bad_ones_named(tmp_path: Path) -> None:
     good.write_text(json.dumps(_report("io", [1, 0])))
     genome = tmp_path / "genome.json"
     genome.write_text(json.dumps({"kind": "config", "name": "x", "agents": []}))
-    assert is_report_file(str(good)) and not is_report_file(str(genome))
-    assert not is_report_file("io") and not is_report_file(str(tmp_path / "missing.json"))
+    assert report_side(str(good)) is not None and report_side(str(genome)) is None
+    assert report_side("io") is None and report_side(str(tmp_path / "missing.json")) is None
     side = load_report(good)
     assert isinstance(side, Side) and side.scores == {"ex/0": 1.0, "ex/1": 0.0} and side.planned == 2
     broken = tmp_path / "broken.json"
