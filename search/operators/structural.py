@@ -1,7 +1,7 @@
 """Cheap, LLM-free genome edits: add/remove an agent, add a sampled branch beside an answering agent, rewire
 an edge, change a module kind, copies, rounds, temperature, aggregation, an agent's model or its prompt adapter;
-and a structural crossover. Every result is
-validated; an edit that breaks the genome is retried with another edit."""
+and a structural crossover. Every result is validated; an edit that breaks the genome is retried with another
+edit."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from masforge.genome.outline import outline
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Agent, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
+from masforge.search.operators.proposal import MAX_AGENTS
 
 Edit = Callable[[Genome, random.Random], str | None]
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
@@ -38,7 +39,7 @@ def _feeders(genome: Genome) -> list[str]:
 def add_agent(g: Genome, rng: random.Random) -> str | None:
     """Insert a checker agent between an output feeder and output."""
     feeders = _feeders(g)
-    if not feeders or len(g.agents) >= 8:
+    if not feeders or len(g.agents) >= MAX_AGENTS:
         return None
     src = rng.choice(feeders)
     role, instructions = rng.choice(DEFAULT_ROLES)
@@ -58,7 +59,7 @@ def add_sampled_branch(g: Genome, rng: random.Random) -> str | None:
     the candidates: best-of-n as in self-consistency and AlphaCode/CodeT filtering."""
     judge = g.topology.judge if g.topology.aggregation == "judge" else None
     feeders = [a for a in _feeders(g) if a != judge]
-    if not feeders or len(g.agents) >= 8:
+    if not feeders or len(g.agents) >= MAX_AGENTS:
         return None
     src_id = rng.choice(feeders)
     src = next(a for a in g.agents if a.id == src_id)
