@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 
 from masforge.archive.claims import ClaimBook, MemoryClaims
 from masforge.archive.memory import MemoryArchive
@@ -248,24 +249,24 @@ def test_trial_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     doomed = _python(TUNE, storage, archive, "3", "hang")
     assert doomed.stdout is not None and doomed.stdout.readline().strip() == "tuning"
     running = []
-    for _ in range(300):  # until its trial is asked and being evaluated (its LM call hangs)
+    for _ in range(300):  # until its trial is asked, built and being evaluated (its LM call hangs)
         time.sleep(0.2)
         try:
             study = optuna.load_study(study_name="shared", storage=storage)
-        except KeyError:
-            continue  # not created yet
-        running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                   if t.user_attrs.get("masforge_owner")]
-        if running:
-            time.sleep(1.0)  # still running a second later: it hangs in its LM call (not a trial told at once)
-            again = optuna.load_study(study_name="shared", storage=storage).trials[running[0].number]
-            if again.state == optuna.trial.TrialState.RUNNING:
-                break
-            running = []
+            running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                       if t.user_attrs.get("masforge_owner") and len(t.params) == 2]  # both knobs suggested
+            if running:
+                time.sleep(1.0)  # still running a second later: it hangs in its LM call (not told at once)
+                again = optuna.load_study(study_name="shared", storage=storage).trials[running[0].number]
+                if again.state == optuna.trial.TrialState.RUNNING:
+                    break
+                running = []
+        except (KeyError, SQLAlchemyError):
+            continue  # the study is not created yet, or its tables are being created right now
     assert running, "the first process never started a trial"
-    lost = running[0]
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(10)
+    lost = optuna.load_study(study_name="shared", storage=storage).trials[running[0].number]
     survivor = _finish(_python(TUNE, storage, archive, "2", "ok"))
     study = optuna.load_study(study_name="shared", storage=storage)
     assert study.trials[lost.number].state == optuna.trial.TrialState.FAIL  # its process is gone: failed ...
