@@ -26,6 +26,7 @@ import os
 import platform
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -293,7 +294,17 @@ def _operator_gains(result: Any) -> str:
 
 def _server() -> str:
     from masforge.runtime.llama_server import SLOTS, server_binary
+    from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
 
+    external = os.environ.get(EXTERNAL_API_BASE_ENV, "").strip()
+    if external:  # a server started beside the run (shared by several benchmarks): ask it how many slots
+        try:
+            props = f"{external.rstrip('/').removesuffix('/v1')}/props"
+            with urllib.request.urlopen(props, timeout=5) as reply:
+                slots = json.load(reply).get("total_slots")
+        except (OSError, ValueError):
+            slots = None
+        return f"a llama.cpp server started beside the run{f' with {slots} slots' if slots else ''}"
     return f"llama.cpp's server with {SLOTS} slots" if server_binary() else "llama-cpp-python's server"
 
 
