@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", default="runs/discovery", help="run folders and the shared archive (not committed)")
     parser.add_argument("--out", default=str(RESULTS / "discovery.md"))
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
 
     state_path = Path(args.runs) / "bench_state.json"
     Path(args.runs).mkdir(parents=True, exist_ok=True)
@@ -265,13 +266,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _command_args(argv: list[str]) -> str:
-    """The command's arguments without where the results were written (a path of the machine that ran it)."""
+    """The command's arguments without where the runs and results went (paths of the machine that ran it)."""
     out, skip = [], False
     for arg in argv:
-        if skip or arg.startswith("--out="):
+        if skip or arg.startswith(("--out=", "--runs=")):
             skip = False
             continue
-        if arg == "--out":
+        if arg in ("--out", "--runs"):
             skip = True
             continue
         out.append(arg)
@@ -328,21 +329,21 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         "",
         f"`bench/discovery.py`, {time.strftime('%Y-%m-%d')}, python {platform.python_version()}, {os.cpu_count()} "
         f"cores (shared with other work). Worker and meta-agent: {cfg.model} (temperature {cfg.temperature}, "
-        f"prompt adapter {cfg.resolved_adapter}; served by {_server()}). Search on {args.task} validation "
-        f"({args.limit} examples, cascade "
-        f"{args.cascade}), {args.candidates} candidates per strategy including the seeds {', '.join(SEEDS)}; all "
-        f"strategies share one archive. Held-out: {held_out}. (found - best seed) is the paired "
+        f"prompt adapter {cfg.resolved_adapter}{f'; served by {_server()}' if cfg.is_local else ''}). "
+        f"Search on {args.task} validation ({args.limit} examples, cascade {args.cascade}), {args.candidates} "
+        f"candidates per strategy including the seeds {', '.join(SEEDS)}; all strategies share one archive. "
+        f"Held-out: {held_out}. (found - best seed) is the paired "
         "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
         "proposals that were valid and ran; `dups` = proposals skipped as already tried; `minutes` = the "
         "search's own clock (across resumes), without the held-out re-scoring.",
         "",
-        f"Command: `python bench/discovery.py {_command_args(sys.argv[1:])}`. The LM answers of this run are committed "
+        f"Command: `python bench/discovery.py {_command_args(args.argv)}`. The LM answers of this run are committed "
         f"as `{CACHE_FILE.relative_to(RESULTS.parent.parent)}`: unpack it and point `MASFORGE_LM_CACHE` at it to "
         "re-run or continue the benchmark without generating any answer twice.",
         "",
         *_status(args, rows),
         "| strategy | best seed (val / test) | best found (val / test) | found - seed on test [95% CI] | "
-        "top-3 found, test | valid | dups | LM calls | minutes |",
+        f"top-{args.top_k} found, test | valid | dups | LM calls | minutes |",
         "|---|---|---|---|---|---:|---:|---:|---:|",
     ]
     verdict = []
@@ -367,6 +368,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
                               final), ""]
         if final["diff"][1] > 0 and final["strategy"] not in verdict:
             verdict.append(final["strategy"])
+        elif final["diff"][1] <= 0 and final["strategy"] in verdict:  # the whole split outweighs its first part
+            verdict.remove(final["strategy"])
     if transfer:
         lines += [_check_line(f"Transfer to {args.transfer} test", transfer), ""]
     if rows and len(rows) < len(args.strategies):
