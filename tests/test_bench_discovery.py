@@ -15,7 +15,22 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 SCRIPT = BENCH / "discovery.py"
-NOTES_MARKER = "<!-- notes: kept when the tables are written again -->"
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    """A bench script as a module (bench/ is not a package; its scripts import their neighbours by name)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+NOTES_MARKER: str = _load("bench_common", BENCH / "common.py").NOTES_MARKER
 
 
 def _run(tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -67,15 +82,7 @@ def test_discovery_reports_every_stage_and_goes_on_from_finished_runs(tmp_path: 
 
 @pytest.fixture(scope="module")
 def discovery() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the script imports its neighbour bench/common.py
-    try:
-        spec = importlib.util.spec_from_file_location("bench_discovery", SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return _load("bench_discovery", SCRIPT)
 
 
 def _row(diff: tuple[float, float, float]) -> dict:
