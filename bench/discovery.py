@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         row["valid_share"] = len(proposals) / tried if tried else float("nan")
         row["duplicates"] = stats.get("duplicates", 0)
         row["calls"] = result.spend.get("llm_calls", 0)
+        row["cached"] = result.spend.get("cache_hits", 0)  # a run replayed from the answer cache generates nothing
         # a finished run read from its summary: its clock then (a later killed resume may have run on)
         finished_s = result.spend.get("elapsed_s") if isinstance(result, SimpleNamespace) else None
         row["minutes"] = (finished_s / 60 if finished_s else search_minutes(result.run_dir)
@@ -277,6 +278,12 @@ def _command_args(argv: list[str]) -> str:
             continue
         out.append(arg)
     return " ".join(out)
+
+
+def _calls(row: dict[str, Any]) -> str:
+    """LM calls a search made, and the answers it read from the cache instead (if any)."""
+    cached = row.get("cached", 0)
+    return f"{row['calls']} + {cached} cached" if cached else str(row["calls"])
 
 
 def _operator_gains(result: Any) -> str:
@@ -334,8 +341,9 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         f"candidates per strategy including the seeds {', '.join(SEEDS)}; all strategies share one archive. "
         f"Held-out: {held_out}. (found - best seed) is the paired "
         "difference on the same test examples with a 95% bootstrap CI. `valid` = share of the strategy's "
-        "proposals that were valid and ran; `dups` = proposals skipped as already tried; `minutes` = the "
-        "search's own clock (across resumes), without the held-out re-scoring.",
+        "proposals that were valid and ran; `dups` = proposals skipped as already tried; `LM calls` = answers "
+        "the search generated + answers it read from the answer cache; `minutes` = the search's own clock (across "
+        "resumes), without the held-out re-scoring (a search read back from the cache takes seconds).",
         "",
         f"Command: `python bench/discovery.py {_command_args(args.argv)}`. The LM answers of this run are committed "
         f"as `{CACHE_FILE.relative_to(RESULTS.parent.parent)}`: unpack it and point `MASFORGE_LM_CACHE` at it to "
@@ -356,7 +364,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], transfer: dict[s
         top_txt = ", ".join(f"{t:.2f}" for _, t in top) or "-"
         valid = "-" if np.isnan(r["valid_share"]) else f"{r['valid_share']:.0%}"
         lines.append(f"| {r['strategy']} | {seed_txt} | {found_txt} | {diff_txt} | {top_txt} | "
-                     f"{valid} | {r['duplicates']} | {r['calls']} | {r['minutes']:.0f} |")
+                     f"{valid} | {r['duplicates']} | {_calls(r)} | {r['minutes']:.0f} |")
         if diff and diff[1] > 0:
             verdict.append(r["strategy"])
     lines += ["", "Operators (proposals evaluated, and how many beat the best seed on validation):", ""]

@@ -120,3 +120,8 @@ def test_command_line_drops_the_machines_paths(discovery: ModuleType) -> None:
     kept = list(argv)
     assert discovery._command_args(argv) == "--lm local --limit 20"
     assert argv == kept
+
+
+def test_calls_say_what_came_from_the_cache(discovery: ModuleType) -> None:
+    assert discovery._calls({"calls": 734}) == "734"
+    assert discovery._calls({"calls": 0, "cached": 2050}) == "0 + 2050 cached"  # a search replayed from the cache
