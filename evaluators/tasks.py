@@ -65,6 +65,7 @@ __all__ = [
     "MetricFn",
     "Task",
     "SPLITS",
+    "split_parts",
     "TEMPLATES",
     "register_task",
     "get_task",
@@ -72,6 +73,19 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
+
+
+def split_parts(name: str, task: str = "") -> list[str]:
+    """The splits a split name unites (``"validation+train"`` -> both; one-line TaskError for an unknown one)."""
+    parts = [p.strip() for p in str(name).split("+")]
+    for part in parts:
+        if part not in SPLITS:
+            where = f" for task {task}" if task else ""
+            raise TaskError(f"unknown split {part!r}{where}; use one of {', '.join(SPLITS)}, or several joined "
+                            "with + (e.g. validation+train)")
+    if len(set(parts)) != len(parts):
+        raise TaskError(f"split {name!r} names a split twice")
+    return parts
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,12 +190,23 @@ class Task:
         return f"Task({self.name!r}, metric={self.metric_name!r})"
 
     def split(self, name: str, *, limit: int | None = None) -> list[Example]:
-        """The examples of split `name` ("train", "validation" or "test"), the first `limit` of them."""
-        if name not in SPLITS:
-            raise TaskError(f"unknown split {name!r} for task {self.name}; use one of {', '.join(SPLITS)}")
+        """The examples of split `name` ("train", "validation" or "test"), the first `limit` of them.
+
+        A union of splits is written with ``+`` (``"validation+train"``: validation's examples, then train's); an
+        example id that comes again (a task whose splits share examples) is kept once."""
+        parts = split_parts(name, self.name)
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise TaskError(f"limit should be a non-negative integer, got {limit!r}")
-        return self._source.get(name, limit)
+        if len(parts) == 1:
+            return self._source.get(parts[0], limit)
+        out: dict[str, Example] = {}
+        for part in parts:
+            if limit is not None and len(out) >= limit:
+                break
+            for ex in self._source.get(part, limit):  # `limit` from each part is enough, repeats included
+                out.setdefault(ex.id, ex)
+        examples = list(out.values())
+        return examples if limit is None else examples[:limit]
 
     def sizes(self) -> dict[str, int]:
         """Number of examples per split."""
