@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from masforge.errors import ConfigError, TaskError
-from masforge.evaluators.tasks import split_parts
+from masforge.evaluators.splits import split_parts
 from masforge.input_limits import check_bytes, check_tree, load_yaml
 from masforge.redact import redact_data
 from masforge.runtime.budget import Budget
