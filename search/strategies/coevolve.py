@@ -49,7 +49,9 @@ from masforge.search.strategies.base import Strategy, bad_option, register
 from masforge.seeds import load_seed
 
 TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
-                  "change_aggregation")
+                  "change_aggregation", "change_module", "change_copies")
+"""The slow loop's structural edits by default (the fast loop rewrites instructions); the module kind and the copies
+belong here too: a program-of-thought solver or a vote changes how a system works, not what it is told."""
 _TAGGED = re.compile(r"<instructions>\s*(.*?)\s*</instructions>", re.S | re.I)
 
 
