@@ -1,8 +1,9 @@
 """Discovery at a real budget on the embedded model: does a search find a system that beats the best
 hand-designed seed on held-out data?
 
-For one task, each strategy searches with the same budget of LM calls (``--calls``: answers it generates; answers
-already in the shared answer cache are free to every strategy alike), starting from the classic seeds, scoring
+For one task, the classic seeds are scored first (raced as in every search) so that their answers are in the shared
+answer cache; then each strategy searches with the same budget of LM calls (``--calls``: answers it generates;
+answers already in the cache are free to every strategy alike), starting from those seeds, scoring
 candidates on the selection set (the task's validation + train splits, ``--limit`` examples, raced against the
 incumbent) in a run folder and archive of its own (no strategy reuses another's results). Then:
 
@@ -115,6 +116,26 @@ def run_strategy(args: argparse.Namespace, strategy: str) -> Path:
         shutdown_local_servers()
         raise SystemExit(f"{strategy} stopped ({result.stop_reason}): run the same command again to continue")
     return run_dir
+
+
+def warm_seeds(args: argparse.Namespace) -> None:
+    """Score the seeds once, raced as every strategy races them, before any strategy runs: their answers are then
+    in the shared cache, so no strategy's budget pays for them (the first one would otherwise)."""
+    run_dir = Path(args.runs) / f"{args.task}-seeds"
+    summary = _summary(run_dir)
+    if summary is not None and summary.get("stop_reason") in FINISHED:
+        return
+    budget = {"max_candidates": len(seeds_for(args.task))}
+    concurrency = parse_lm(args.lm).max_concurrency
+    if (run_dir / "config.yaml").is_file():
+        result = masforge.resume(run_dir, concurrency=concurrency, progress=args.progress)
+    else:
+        result = masforge.optimize(args.task, strategy="random", budget=budget, lm=args.lm, seeds=seeds_for(args.task),
+                                   limit=args.limit, test_top_k=0, concurrency=concurrency, output=args.runs,
+                                   name=run_dir.name, seed=args.seed, progress=args.progress)
+    if result.stop_reason in ("interrupted", "outage"):
+        shutdown_local_servers()
+        raise SystemExit(f"the seeds stopped ({result.stop_reason}): run the same command again to continue")
 
 
 def _value(text: str) -> Any:
@@ -230,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     seed_test: dict[str, dict[str, float]] = {}
     state: dict[str, Any] = {"task": args.task, "command": _command_args(args.argv), "date": time.strftime("%Y-%m-%d"),
                              "settings": _settings(args), "rows": [], "strategies": args.strategies}
+    warm_seeds(args)
     for strategy in args.strategies:
         run_dir = run_strategy(args, strategy)
         state["rows"] = [r for r in state["rows"] if r["strategy"] != strategy]
