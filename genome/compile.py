@@ -61,7 +61,7 @@ def system_spec(genome: Genome) -> SystemSpec:
         plan=[(comp, is_cyclic(comp, edges)) for comp in execution_plan(genome)],
         output_agents=output_agents(genome),
         rounds=topo.rounds, message_passing=topo.message_passing, aggregation=topo.aggregation,
-        judge=topo.judge if topo.aggregation == "judge" else None)
+        judge=topo.judge if topo.aggregation == "judge" else None, conditions=dict(topo.conditions))
 
 
 def agent_adapter(agent: Agent, client: LMClient) -> str:
