@@ -92,7 +92,8 @@ def test_enough_seeds_of_both_kinds():
     assert len(CONFIG_SEEDS) >= 10
     assert {"code_verify", "code_ensemble"} <= set(CODE_SEEDS)
     expected = {"io", "cot", "self_consistency", "self_refine", "step_back", "quality_diversity", "expert_routing",
-                "program_of_thought", "reflexion_code", "react_calculator", "debate"}
+                "program_of_thought", "reflexion_code", "react_calculator", "debate", "self_debug", "codet",
+                "escalate"}
     assert expected <= set(CONFIG_SEEDS)
 
 
@@ -155,6 +156,10 @@ EXPECTED_CALLS = {
     "reflexion_code": {"coder": 1, "tester": 2, "reviser": 2},
     "debate": {"debater_a": 2, "debater_b": 2, "debater_c": 2, "judge": 1},
     "sample_and_test": {"coder": 5},
+    # execute nodes are traced (no LM call); the question states no examples, so every check passes
+    "self_debug": {"coder": 1, "check": 1},
+    "codet": {"coder": 5, "tester": 1, "check": 1},
+    "escalate": {"answerer": 1, "first_check": 1, "final_check": 1},
 }
 
 

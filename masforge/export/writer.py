@@ -425,8 +425,8 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     ]
     for agent in agents:
         if agent.module == EXECUTE_MODULE:
-            lines.append(f"    {agent.id}: execute (runs the code of the answers before it against the question's "
-                         "examples and written tests; no LM)")
+            lines.append(f"    {agent.id}: execute (runs the answers' code against the stated examples and written "
+                         "tests; no LM)")
             continue
         extra = f", {agent.copies} copies" if agent.copies > 1 else ""
         extra += f", tools: {', '.join(agent.tools)}" if agent.tools else ""

@@ -46,6 +46,8 @@ def genome_brief(genome: Genome, *, max_instructions: int = 160, max_code: int =
         data["aggregation"] = genome.topology.aggregation
     if genome.topology.aggregation == "judge":
         data["judge"] = genome.topology.judge
+    if genome.topology.conditions:
+        data["conditions"] = dict(genome.topology.conditions)
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=1000, allow_unicode=True).strip()
 
 

@@ -479,8 +479,8 @@ class GraphRunner:
                         view = {k: v for k, v in state.items() if k not in comp}
                         view.update({k: snapshot[k] for k in comp if k in snapshot})
                     agent = spec.agents[aid]
-                    last = cyclic and r == rounds - 1
-                    if self.controlled and not self.may_run(aid, view, run.skipped, comp, comp[i + 1:] if last else None):
+                    rest = comp[i + 1:] if cyclic and r == rounds - 1 else None
+                    if self.controlled and not self.may_run(aid, view, run.skipped, comp, rest):
                         state.pop(aid, None)
                         run.skipped.add(aid)
                         continue
