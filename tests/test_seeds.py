@@ -405,7 +405,8 @@ def test_inventory_errors_name_the_file_and_the_entry(tmp_path):
     good = {"id": "solver", "kind": "agent", "description": "solves", "cost": 0.001, "agent": {"module": "predict"}}
     cases = [
         ([{**good, "cost": -1}], "components[0] 'solver': cost: Input should be greater than or equal to 0"),
-        ([{**good, "kind": "robot"}], "components[0] 'solver': kind: Input should be 'agent', 'tool', 'model' or 'pattern'"),
+        ([{**good, "kind": "robot"}],
+         "components[0] 'solver': kind: Input should be 'agent', 'tool', 'model' or 'pattern'"),
         ([{**good, "agent": {"module": "magic"}}], "components[0] 'solver': agent.module: Input should be"),
         ([{**good, "agent": {"tools": ["browser"]}}], "components[0] 'solver': agent.tools: unknown tool 'browser'"),
         ([{**good, "colour": "red"}], "components[0] 'solver': colour: unknown field"),
