@@ -81,8 +81,15 @@ class ResultRecord(_JsonRecord):
     dollars: float = 0.0
     tokens: int = 0
     llm_calls: int = 0
+    """LM answers generated (paid for) by this evaluation."""
+    cache_hits: int = 0
+    """LM answers this evaluation read from the answer cache (asked for before, by any system)."""
     latency_s: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)
+    example_scores: dict[str, float] = field(default_factory=dict)
+    """Score of each scored example by id: paired comparisons, races and portfolios are built from them."""
+    example_dollars: dict[str, float] = field(default_factory=dict)
+    """Dollars of each example by id (examples that cost nothing are left out)."""
     extra: dict[str, Any] = field(default_factory=dict)
     evaluated_at: str = field(default_factory=now_iso)
 
@@ -102,6 +109,9 @@ class ResultRecord(_JsonRecord):
         self.dollars = float(self.dollars)
         self.latency_s = float(self.latency_s)
         self.n, self.tokens, self.llm_calls = int(self.n), int(self.tokens), int(self.llm_calls)
+        self.cache_hits = int(self.cache_hits)
+        self.example_scores = {str(k): float(v) for k, v in self.example_scores.items()}
+        self.example_dollars = {str(k): float(v) for k, v in self.example_dollars.items()}
         self.failures = {str(k): int(v) for k, v in self.failures.items()}
 
     @classmethod

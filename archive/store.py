@@ -72,7 +72,8 @@ from masforge.text import shorten
 T = TypeVar("T")
 
 FORMAT_VERSION = 1
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2
+"""2: results keep cache hits and per-example scores and dollars (paired comparisons, races)."""
 MARKER = ".masforge-archive"
 INDEX_FILE = ".masforge-index.sqlite"
 LOCK_FILE = ".masforge-lock"
@@ -118,7 +119,8 @@ CREATE TABLE results(
     genome_id TEXT NOT NULL, task TEXT NOT NULL, split TEXT NOT NULL, lm_key TEXT NOT NULL, score REAL NOT NULL,
     ci_low REAL, ci_high REAL, n INTEGER NOT NULL, dollars REAL NOT NULL, tokens INTEGER NOT NULL,
     llm_calls INTEGER NOT NULL, latency_s REAL NOT NULL, failures TEXT NOT NULL, extra TEXT NOT NULL,
-    evaluated_at TEXT NOT NULL, PRIMARY KEY(genome_id, task, split, lm_key));
+    evaluated_at TEXT NOT NULL, cache_hits INTEGER NOT NULL, example_scores TEXT NOT NULL,
+    example_dollars TEXT NOT NULL, PRIMARY KEY(genome_id, task, split, lm_key));
 CREATE INDEX results_task ON results(task, split, score DESC);
 CREATE TABLE events(
     seq INTEGER PRIMARY KEY, at TEXT NOT NULL, kind TEXT NOT NULL, genome_id TEXT NOT NULL,
@@ -130,7 +132,8 @@ _CANDIDATE_COLUMNS = ("id", "name", "kind", "strategy", "operator", "rationale",
 _CANDIDATE_FIELDS = ("genome_id", "name", "kind", "strategy", "operator", "rationale", "generation", "run",
                      "created_at", "tags", "status", "commit")
 _RESULT_COLUMNS = ("task", "split", "lm_key", "score", "ci_low", "ci_high", "n", "dollars", "tokens", "llm_calls",
-                   "latency_s", "failures", "extra", "evaluated_at")
+                   "latency_s", "failures", "extra", "evaluated_at", "cache_hits", "example_scores", "example_dollars")
+_RESULT_JSON_COLUMNS = ("failures", "extra", "example_scores", "example_dollars")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -777,7 +780,8 @@ class Archive:
             f"VALUES ({', '.join('?' * (len(_RESULT_COLUMNS) + 1))})",
             (gid, r.task, r.split, r.lm_key, r.score, r.ci_low, r.ci_high, r.n, r.dollars, r.tokens, r.llm_calls,
              r.latency_s, json.dumps(r.failures, sort_keys=True), json.dumps(r.extra, sort_keys=True),
-             r.evaluated_at),
+             r.evaluated_at, r.cache_hits, json.dumps(r.example_scores, sort_keys=True),
+             json.dumps(r.example_dollars, sort_keys=True)),
         )
 
     def _commit_index(self, db: sqlite3.Connection, journal: str, event: tuple[int, str, str, str, str],
@@ -1186,8 +1190,8 @@ def _result_from_values(values: Sequence[Any]) -> ResultRecord:
     """A ResultRecord from index columns (in _RESULT_COLUMNS order), without re-validating trusted data."""
     record = object.__new__(ResultRecord)
     record.__dict__.update(zip(_RESULT_COLUMNS, values, strict=True))
-    record.failures = _json(record.failures)  # type: ignore[arg-type]
-    record.extra = _json(record.extra)  # type: ignore[arg-type]
+    for name in _RESULT_JSON_COLUMNS:
+        setattr(record, name, _json(getattr(record, name)))
     return record
 
 

@@ -27,6 +27,7 @@ from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors import EvalJob, Executor, LocalExecutor
 from masforge.evaluators.one_example import ExampleResult, classify, failed_example
+from masforge.evaluators.racing import Look, Race
 from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
@@ -72,7 +73,9 @@ class EvalReport:
     stopped: str | None = None
     """The budget limit that stopped the run early, if any."""
     pruned: bool = False
-    """True if the cascade stopped after the first batch (the score covers that batch only)."""
+    """True if the cascade or the race stopped early (the score covers the batches run only)."""
+    looks: list[Look] = field(default_factory=list)
+    """The race's paired tests against the incumbent, one per batch (empty without a race)."""
     wall_s: float = 0.0
     max_unscored: float = 0.2
     """Largest share of unscored examples the score may leave out; above it the report is incomplete."""
@@ -180,7 +183,13 @@ class EvalReport:
                 "tokens": self.tokens, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
                 "latency_s": self.latency_s, "failures": self.failures, "stopped": self.stopped,
                 "pruned": self.pruned, "wall_s": self.wall_s, "unscored": self.unscored,
-                "incomplete": self.incomplete}
+                "incomplete": self.incomplete, "example_scores": self.example_scores(),
+                "example_dollars": {e.example_id: e.dollars for e in self.scored if e.dollars},
+                "race": [look.to_dict() for look in self.looks]}
+
+    def example_scores(self) -> dict[str, float]:
+        """Score of each scored example by id: what paired comparisons and races are made of."""
+        return {e.example_id: e.score for e in self.scored}
 
     def to_dict(self) -> dict[str, Any]:
         return {"genome_id": self.genome_id, "genome_name": self.genome_name, **self.summary(),
@@ -230,9 +239,11 @@ class Evaluator:
         """What archived results of this evaluator are keyed by (see :func:`results_key`)."""
         return results_key(self.client.config("worker"))
 
-    def evaluate(self, genome: Genome | Any, *, threshold: float | None = None,
+    def evaluate(self, genome: Genome | Any, *, threshold: float | None = None, race: Race | None = None,
                  progress: ProgressFn | None = None) -> EvalReport:
-        """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop.
+        """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop, and a
+        ``race`` against an incumbent (which replaces the cascade) stops as soon as the paired test says the
+        candidate is worse (see :mod:`masforge.evaluators.racing`).
 
         Instead of a Genome, ``genome`` may be a *system factory*: an object with ``id``, ``name`` and ``inputs``
         that, called with the LM client, returns a system like :func:`compile_genome` does (e.g. an exported
@@ -244,14 +255,24 @@ class Evaluator:
         job = EvalJob(genome, self.task, mapping, system, self.client)
         started = time.perf_counter()
         batches = [self.examples]
-        if self.cascade and threshold is not None and len(self.examples) > self.cascade.first_n:
+        if race is not None:
+            batches = race.batches(self.examples)
+        elif self.cascade and threshold is not None and len(self.examples) > self.cascade.first_n:
             batches = [self.examples[: self.cascade.first_n], self.examples[self.cascade.first_n:]]
         try:
             for b, batch in enumerate(batches):
                 self._run_batch(job, batch, report, progress)
                 if report.stopped or report.too_many_unscored:
                     break
-                if b == 0 and len(batches) > 1 and self.cascade is not None and threshold is not None:
+                last = b == len(batches) - 1
+                if race is not None:
+                    look = race.look(report.examples)
+                    if look is not None:
+                        report.looks.append(look)
+                        if look.behind and not last:
+                            report.pruned = True
+                            break
+                elif b == 0 and not last and self.cascade is not None and threshold is not None:
                     if report.ci[1] < threshold - self.cascade.margin:
                         report.pruned = True
                         break

@@ -58,6 +58,7 @@ from masforge.errors import DataError, MasforgeError, TaskError
 from masforge.evaluators import datasets as ds
 from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, MetricFn, Score
+from masforge.evaluators.splits import SPLITS, split_parts
 
 __all__ = [
     "Example",
@@ -65,13 +66,13 @@ __all__ = [
     "MetricFn",
     "Task",
     "SPLITS",
+    "split_parts",
     "TEMPLATES",
     "register_task",
     "get_task",
     "list_tasks",
 ]
 
-SPLITS = ("train", "validation", "test")
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,12 +177,23 @@ class Task:
         return f"Task({self.name!r}, metric={self.metric_name!r})"
 
     def split(self, name: str, *, limit: int | None = None) -> list[Example]:
-        """The examples of split `name` ("train", "validation" or "test"), the first `limit` of them."""
-        if name not in SPLITS:
-            raise TaskError(f"unknown split {name!r} for task {self.name}; use one of {', '.join(SPLITS)}")
+        """The examples of split `name` ("train", "validation" or "test"), the first `limit` of them.
+
+        A union of splits is written with ``+`` (``"validation+train"``: validation's examples, then train's); an
+        example id that comes again (a task whose splits share examples) is kept once."""
+        parts = split_parts(name, self.name)
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise TaskError(f"limit should be a non-negative integer, got {limit!r}")
-        return self._source.get(name, limit)
+        if len(parts) == 1:
+            return self._source.get(parts[0], limit)
+        out: dict[str, Example] = {}
+        for part in parts:
+            if limit is not None and len(out) >= limit:
+                break
+            for ex in self._source.get(part, limit):  # `limit` from each part is enough, repeats included
+                out.setdefault(ex.id, ex)
+        examples = list(out.values())
+        return examples if limit is None else examples[:limit]
 
     def sizes(self) -> dict[str, int]:
         """Number of examples per split."""

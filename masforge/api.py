@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import ConfigError
+from masforge.search.config import DEFAULT_LIMIT
 
 
 def optimize(
@@ -16,7 +17,7 @@ def optimize(
     lm: str | dict[str, Any] | None = None,
     meta_lm: str | dict[str, Any] | None = None,
     seeds: list[str] | None = None,
-    limit: int | None = 20,
+    limit: int | None = DEFAULT_LIMIT,
     test_limit: int | str | None = "auto",
     concurrency: int = 4,
     output: str | Path = "runs",

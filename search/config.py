@@ -10,7 +10,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from masforge.errors import ConfigError
+from masforge.errors import ConfigError, TaskError
+from masforge.evaluators.splits import split_parts
 from masforge.input_limits import check_bytes, check_tree, load_yaml
 from masforge.redact import redact_data
 from masforge.runtime.budget import Budget
@@ -18,7 +19,10 @@ from masforge.runtime.budget import Budget
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"
 """A test_limit / test_top_k that scales with the search's own size (the default)."""
-DEFAULT_LIMIT = 20
+DEFAULT_SPLIT = "validation+train"
+"""Where candidates are selected: a task's validation and train splits together (never its test split), so a
+10-point gain is not lost in the noise of a few problems (HumanEval: 32 + 32 problems)."""
+DEFAULT_LIMIT = 64
 DEFAULT_MAX_CANDIDATES = 20
 MAX_TEST_LIMIT = 50
 MAX_TEST_TOP_K = 3
@@ -57,9 +61,19 @@ class RunConfig(BaseModel):
     budget: Budget = Field(default_factory=lambda: Budget(max_candidates=DEFAULT_MAX_CANDIDATES))
     """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)
-    split: str = "validation"
+    split: str = DEFAULT_SPLIT
+    """The selection set candidates are scored on: a split, or several joined with ``+``; never the held-out one."""
     limit: int | None = Field(default=DEFAULT_LIMIT, ge=1)
-    """Examples of the search split each candidate is scored on."""
+    """Examples of the search split each candidate is scored on (at most)."""
+    race: bool = True
+    """Race candidates against the incumbent: score in batches and stop a candidate as soon as a paired test says it
+    is worse (see :mod:`masforge.evaluators.racing`); off: every candidate is scored on the whole selection set."""
+    race_first: int = Field(default=16, ge=1)
+    """Examples in a race's first batch."""
+    race_batch: int = Field(default=16, ge=1)
+    """Examples in each later batch of a race (one look of the paired test each)."""
+    race_confidence: float = Field(default=0.95, ge=0.5, lt=1)
+    """Confidence of the race's paired test: a candidate is dropped when the interval lies below 0."""
     test_split: str = "test"
     test_limit: int | None = Field(default=None, ge=1)
     """Held-out examples per finalist (None: all); ``auto`` (the default): :func:`default_test_limit`."""
@@ -100,6 +114,18 @@ class RunConfig(BaseModel):
                 budget, "max_candidates", DEFAULT_MAX_CANDIDATES)
             data["test_top_k"] = default_test_top_k(cap if isinstance(cap, int) else None)
         return data
+
+    @model_validator(mode="after")
+    def _selection_apart_from_test(self) -> RunConfig:
+        try:
+            search, held_out = split_parts(self.split), split_parts(self.test_split)
+        except TaskError as exc:
+            raise ValueError(str(exc)) from None
+        shared = [s for s in search if s in held_out]
+        if shared:
+            raise ValueError(f"the search split '{self.split}' includes the held-out split '{shared[0]}': a system "
+                             f"selected on the data it is tested on says nothing; search on e.g. {DEFAULT_SPLIT}")
+        return self
 
     @field_validator("strategy", mode="before")
     @classmethod

@@ -29,12 +29,15 @@ from masforge.archive.claims import Claim
 from masforge.archive.protocol import ArchiveLike, ClaimingArchive
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, MasforgeError
+from masforge.evaluators.racing import Race, RaceSettings
 from masforge.evaluators.runner import EvalReport, Evaluator
+from masforge.evaluators.stats import paired_difference
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.runtime.budget import Budget, Stop, Usage
 from masforge.runtime.lm import LMClient
+from masforge.search.credit import Credit
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front, is_near_duplicate
 
@@ -79,7 +82,7 @@ class SearchContext:
     def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: ArchiveLike, *, run_id: str,
                  budget: Budget | None = None, seed: int = 0, on_event: EventFn | None = None,
                  strategy: str = "seed", fitness: Fitness | None = None, run_dir: Path | None = None,
-                 outage_after: int = OUTAGE_AFTER) -> None:
+                 outage_after: int = OUTAGE_AFTER, race: RaceSettings | None = None) -> None:
         self.task = task
         self.evaluator = evaluator
         self.client = client
@@ -129,6 +132,15 @@ class SearchContext:
         """Candidates of this run's earlier sessions taken back from the archive (a subset of ``reused``)."""
         self.diverged: int | None = None
         """Position at which a replay took another path than the stopped run, if it did."""
+        self.race = race
+        """How candidates race the incumbent (None: each is scored on the whole split, or by the cascade)."""
+        self.incumbent: Candidate | None = None
+        """The best system so far by a paired comparison over the whole selection set: it changes only when a
+        candidate scored on the whole set beats it there (see :meth:`_consider`)."""
+        self.race_drops = 0
+        """Candidates a race stopped early because they were already worse than the incumbent."""
+        self.credit = Credit()
+        """Which operators and agents made systems better (see :mod:`masforge.search.credit`)."""
 
     # ----------------------------------------------------------------------------- state
 
@@ -137,8 +149,13 @@ class SearchContext:
         return self.evaluator.lm_key
 
     def best(self, k: int = 1) -> list[Candidate]:
-        """Top ``k`` by fitness (cheaper first on ties)."""
-        return sorted(self.population, key=lambda c: (-c.fitness, c.dollars))[:k]
+        """Top ``k`` by fitness (cheaper first on ties); candidates scored on the whole set come before those a race
+        or cascade stopped early (a score over a few examples is not comparable), and the incumbent first."""
+
+        def key(c: Candidate) -> tuple[bool, bool, float, float]:
+            return (c is not self.incumbent, c.pruned, -c.fitness, c.dollars)
+
+        return sorted(self.population, key=key)[:k]
 
     def front(self) -> list[Candidate]:
         return front(self.population)
@@ -262,17 +279,56 @@ class SearchContext:
         cand = self._candidate_from(p, strategy, rec.score, rec.dollars / max(rec.n, 1),
                                     rec.tokens / max(rec.n, 1), rec.latency_s, (rec.ci_low or 0.0, rec.ci_high or 0.0),
                                     rec.failures, bool(rec.extra.get("pruned")), rec.extra.get("failure_notes", []))
+        cand.example_values = self._values(rec.example_scores, rec.example_dollars)
+        cand.reused, cand.n = True, rec.n
+        cand.wrong_reasons = dict(rec.extra.get("wrong_reasons") or {})
         self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
                          rationale=p.rationale, generation=self.generation, run=self.run_id)
+        self._consider(cand)
         self._admit(cand, reused=True)
         return cand
+
+    def _values(self, scores: dict[str, float], dollars: dict[str, float]) -> dict[str, float]:
+        """Per-example fitness from per-example scores and dollars."""
+        return {k: self.fitness(v, dollars.get(k, 0.0)) for k, v in scores.items()}
+
+    def _race(self) -> Race | None:
+        """The race a new candidate runs against the incumbent (None: no race configured, or no incumbent with
+        per-example results yet, as for the first seed)."""
+        inc = self.incumbent
+        if self.race is None or inc is None or not inc.example_values:
+            return None
+        fit = self.fitness
+        return self.race.against(inc.example_values, inc.genome.name,
+                                 value=lambda ex: fit(ex.score, ex.dollars))
+
+    def _consider(self, cand: Candidate) -> None:
+        """Make ``cand`` the incumbent if it was scored on the whole selection set and beats the incumbent in the
+        paired comparison over the examples both have (mean per-example fitness higher; ties keep the incumbent)."""
+        if cand.pruned:
+            return
+        inc = self.incumbent
+        if inc is None:
+            self.incumbent = cand
+            return
+        common = sorted(set(cand.example_values) & set(inc.example_values))
+        if common:
+            diff, low, high = paired_difference([cand.example_values[k] for k in common],
+                                                [inc.example_values[k] for k in common])
+        else:  # results stored before per-example scores were kept: their means are all there is
+            diff, low, high = cand.fitness - inc.fitness, 0.0, 0.0
+        # A tie that costs fewer tokens replaces the incumbent too: that is how an agent that adds nothing is pruned.
+        if diff > 0 or (diff == 0 and common and cand.tokens < inc.tokens):
+            self.incumbent = cand
+            self.emit("incumbent", candidate=cand, previous=inc, diff=diff, low=low, high=high, n=len(common))
 
     def _evaluate(self, p: Proposal, strategy: str) -> Candidate:
         best = self.best(1)
         threshold = best[0].score if best else None
+        race = self._race()
         self.emit("evaluating", name=p.genome.name, operator=p.operator)
         try:
-            report = self.evaluator.evaluate(p.genome, threshold=threshold)
+            report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race)
         except MasforgeError as exc:
             if isinstance(exc, BudgetExceeded):
                 raise
@@ -297,11 +353,21 @@ class SearchContext:
         notes = _failure_notes(report)
         cand = self._candidate_from(p, strategy, report.score, report.dollars / n, report.tokens / n,
                                     report.latency_s, report.ci, report.failures, report.pruned, notes)
+        summary = report.summary()
+        cand.example_values = self._values(summary["example_scores"], summary["example_dollars"])
+        cand.llm_calls, cand.cache_hits, cand.n = report.llm_calls, report.cache_hits, report.n
+        cand.wrong_reasons = report.wrong_reasons
         self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
                          rationale=p.rationale, generation=self.generation, run=self.run_id)
-        extra = {"unscored": report.unscored} if report.unscored else {}
+        extra: dict[str, Any] = {"unscored": report.unscored} if report.unscored else {}
+        if cand.wrong_reasons:
+            extra["wrong_reasons"] = cand.wrong_reasons
+        if race is not None:
+            extra["race"] = {"incumbent": race.incumbent_name, "looks": summary["race"]}
+            self.race_drops += int(report.pruned)
         self.archive.add_result(p.genome.id, ResultRecord.from_summary(
-            report.summary(), pruned=report.pruned, failure_notes=notes, run=self.run_id, **extra))
+            summary, pruned=report.pruned, failure_notes=notes, run=self.run_id, **extra))
+        self._consider(cand)
         self._admit(cand, reused=False)
         return cand
 
@@ -382,11 +448,58 @@ class SearchContext:
         return genome.id in self.by_id or is_near_duplicate(genome, [c.genome for c in self.population])
 
     def try_submit(self, proposal: Proposal, *, strategy: str | None = None) -> Candidate | None:
-        """Like :meth:`submit` but an invalid/rejected proposal is None instead of an error."""
+        """Like :meth:`submit` but an invalid/rejected proposal is None instead of an error. Every proposal with
+        parents is credited to its operator (``proposal.info["arm"]``, else its operator name)."""
+        before = len(self.population)
         try:
-            return self.submit(proposal, strategy=strategy)
+            cand = self.submit(proposal, strategy=strategy)
         except _Rejected:
-            return None
+            cand = None
+        self._credit(proposal, cand, new=len(self.population) > before)
+        return cand
+
+    def _credit(self, p: Proposal, cand: Candidate | None, *, new: bool) -> None:
+        """Credit the operator that made ``p`` (a win: a new child, scored on the whole set, fitter than its
+        parents), and an ablation's agent."""
+        parents = [self.by_id[i] for i in p.parents if i in self.by_id]
+        if not parents:
+            return
+        won = bool(new and cand is not None and not cand.pruned
+                   and cand.fitness > max(c.fitness for c in parents))
+        fresh = new and cand is not None and not cand.reused
+        self.credit.observe(str(p.info.get("arm") or p.operator), won,
+                            new_calls=cand.llm_calls if fresh and cand else 0,
+                            cached_calls=cand.cache_hits if fresh and cand else 0)
+        ablated = p.info.get("ablated")
+        if ablated and cand is not None:
+            system = parents[0]
+            common = sorted(set(system.example_values) & set(cand.example_values))
+            if common:
+                loss = sum(system.example_values[k] - cand.example_values[k] for k in common) / len(common)
+                self.credit.record_ablation(system.id, str(ablated), loss)
+
+    def edit_chooser(self, parent: Candidate) -> Callable[[list[str]], str]:
+        """How an adaptive strategy picks a structural edit for ``parent``: the operator bandit, with a prior from
+        the parent's failure kinds (see :mod:`masforge.search.credit`)."""
+        return self.credit.chooser(self.rng, parent.wrong_reasons)
+
+    def ablations(self) -> list[Proposal]:
+        """Once per incumbent with several agents: the incumbent without each of its agents (an ablation study).
+        What each loses is the agent's credit; an ablation that loses nothing and costs less replaces the
+        incumbent (pruning). Answers of the agents kept are mostly in the answer cache already."""
+        from masforge.search.operators.structural import without_agent
+
+        inc = self.incumbent
+        if inc is None or inc.genome.kind != "config" or len(inc.genome.agents) < 2 or inc.id in self.credit.ablated:
+            return []
+        self.credit.ablated.add(inc.id)
+        out = []
+        for agent in inc.genome.agents:
+            child = without_agent(inc.genome, agent.id)
+            if child is not None:
+                out.append(Proposal(child, [inc.id], "ablate", f"{inc.genome.name} without {agent.id}",
+                                    info={"arm": "ablate", "ablated": agent.id}))
+        return out
 
 
 class _Rejected(MasforgeError):

@@ -28,6 +28,7 @@ from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
 from masforge.evaluators.executors import Executor, make_executor
+from masforge.evaluators.racing import RaceSettings
 from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
@@ -62,6 +63,14 @@ class TestScore:
     """Held-out examples left out because the provider or the sandbox failed."""
     stopped: str | None = None
     """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
+    example_scores: dict[str, float] = field(default_factory=dict)
+    """Held-out score of each example by id: found and seed are compared on the same examples, paired."""
+
+    @property
+    def gap(self) -> float:
+        """Selection score minus held-out score: how much of the selection score was luck of the selection set
+        (overfitting, when it is large and positive)."""
+        return self.validation - self.test
 
 
 @dataclass
@@ -318,7 +327,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     own_executor = executor is None
     executor = executor or build_executor(cfg)
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
-    cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first else None
+    cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first and not cfg.race else None
+    race = RaceSettings(cfg.race_first, cfg.race_batch, cfg.race_confidence) if cfg.race else None
     evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
                           cascade=cascade, executor=executor, max_unscored=cfg.max_unscored)
 
@@ -343,7 +353,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             ledger.mark()
 
     ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id, budget=cfg.budget, seed=cfg.seed,
-                        on_event=on_event, fitness=Fitness(cfg.cost_weight), run_dir=run_dir)
+                        on_event=on_event, fitness=Fitness(cfg.cost_weight), run_dir=run_dir, race=race)
     ctx.expect(log)
     ui.attach(ctx)
     stop_reason: str | None = None
@@ -405,7 +415,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
              "reused": ctx.reused, "restored": ctx.restored, "generations": ctx.generation, "waited": ctx.waited,
              "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
-             "diverged_at": ctx.diverged}
+             "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
+             "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary()}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if own_executor:
@@ -452,7 +463,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
                         archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids, prev.n, unscored, stopped))
+                             cand.id in seed_ids, prev.n, unscored, stopped, dict(prev.example_scores)))
         if stopped:
             break  # the budget is spent: the remaining finalists get no held-out score
     return out
@@ -475,10 +486,14 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "median_score": statistics.median(scores) if scores else None,
         "front": [{"id": c.id, "name": c.genome.name, "score": c.score, "dollars_per_example": c.dollars}
                   for c in result.front],
-        "test": [t.__dict__ | {"ci": list(t.ci)} for t in result.test_scores],
+        "test": [{k: v for k, v in t.__dict__.items() if k != "example_scores"} | {"ci": list(t.ci), "gap": t.gap}
+                 for t in result.test_scores],
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
-                        "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci)} for c in result.candidates],
+                        "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci), "n": c.n,
+                        "llm_calls": c.llm_calls, "cache_hits": c.cache_hits, "reused": c.reused}
+                       for c in result.candidates],
+        "incumbent": result.stats.get("incumbent"),
     }
     (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")

@@ -38,6 +38,19 @@ class Candidate:
     pruned: bool = False
     failure_notes: list[dict[str, Any]] = field(default_factory=list)
     """A few failed examples (input, expected, got, error, trace summary) for feedback-driven operators."""
+    example_values: dict[str, float] = field(default_factory=dict)
+    """Per-example fitness by example id (score minus weighted cost): what paired comparisons and races use."""
+    llm_calls: int = 0
+    """LM answers its evaluation generated (paid for); 0 for a result reused from the archive."""
+    cache_hits: int = 0
+    """LM answers its evaluation read from the answer cache (answers other candidates had paid for)."""
+    reused: bool = False
+    """Its result came from the archive (evaluated before, by this run or another): nothing was run."""
+    n: int = 0
+    """Examples its score covers."""
+    wrong_reasons: dict[str, int] = field(default_factory=dict)
+    """Why its wrong answers were wrong, as the metric says (code: ``exception``, ``syntax``, ``no_code``,
+    ``timeout``; ``unstated`` where the metric gives no reason): what failure-guided edits address."""
 
     @property
     def id(self) -> str:

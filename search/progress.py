@@ -27,7 +27,13 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
         c = data["candidate"]
         tag = "reused" if data.get("reused") else c.operator
         star = " *best*" if data.get("improved") else ""
-        return f"{c.short_id} {shorten(c.genome.name, 40)} score {c.score:.3f} ({tag}){star}"
+        dropped = f", dropped by the race after {c.n} examples" if c.pruned and not data.get("reused") else ""
+        calls = "" if data.get("reused") else f", {c.llm_calls} new + {c.cache_hits} cached LM calls"
+        return f"{c.short_id} {shorten(c.genome.name, 40)} score {c.score:.3f} ({tag}{calls}{dropped}){star}"
+    if kind == "incumbent":
+        c = data["candidate"]
+        return (f"new incumbent {shorten(c.genome.name, 40)}: {data.get('diff', 0):+.3f} "
+                f"[{data.get('low', 0):+.3f}, {data.get('high', 0):+.3f}] over {data.get('n')} paired examples")
     if kind == "rejected":
         return f"rejected {shorten(data.get('name', ''), 30)}: {shorten(data.get('reason', ''), 90)}"
     if kind == "stage":

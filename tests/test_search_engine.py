@@ -60,7 +60,7 @@ def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> Non
     archive = Archive.open(result.archive_path)
     assert len(archive.list(run=run.name)) == 6
     best = result.best
-    assert archive.get_result(best.id, TASK, "validation", results_key(parse_lm("fake"))) is not None
+    assert archive.get_result(best.id, TASK, result.config.split, results_key(parse_lm("fake"))) is not None
     assert any(r.split == "test" for r in archive.get(result.test_scores[0].genome_id).results)
 
 

@@ -517,12 +517,12 @@ def print_search_result(result: object) -> None:
     console.print(top)
     if r.test_scores:  # type: ignore[attr-defined]
         test = Table(title="held-out test split (never seen by the search)")
-        for col in ("name", "validation", "test", "95% CI", "$/example", "seed?"):
+        for col in ("name", "selection", "test", "95% CI", "gap", "$/example", "seed?"):
             test.add_column(col)
         for t in r.test_scores:  # type: ignore[attr-defined]
             cut = f" (n={t.n}, cut: {t.stopped})" if t.stopped else f" ({t.unscored} unscored)" if t.unscored else ""
             test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
-                         f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.dollars_per_example:.5f}",
+                         f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.gap:+.3f}", f"{t.dollars_per_example:.5f}",
                          "seed" if t.is_seed else "")
         console.print(test)
     spend = r.spend  # type: ignore[attr-defined]

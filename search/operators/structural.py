@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import NamedTuple
 
 from masforge.genome.outline import outline
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Agent, Genome
@@ -83,6 +84,16 @@ def add_sampled_branch(g: Genome, rng: random.Random) -> str | None:
     return f"add {branch.copies} samples of {src.id} beside it, {g.topology.aggregation}"
 
 
+def _drop(g: Genome, victim: str) -> None:
+    """Remove agent ``victim`` in place, reconnecting its predecessors to its successors."""
+    ins = [a for a, b in g.topology.edges if b == victim and a != victim]
+    outs = [b for a, b in g.topology.edges if a == victim and b != victim]
+    edges = [e for e in g.topology.edges if victim not in e]
+    edges += [(a, b) for a in ins for b in outs if a != b and not (a == "input" and b == "output")]
+    g.topology.edges = list(dict.fromkeys(edges))
+    g.agents = [a for a in g.agents if a.id != victim]
+
+
 def remove_agent(g: Genome, rng: random.Random) -> str | None:
     """Drop an agent, reconnecting its predecessors to its successors."""
     judge = g.topology.judge if g.topology.aggregation == "judge" else None
@@ -90,13 +101,25 @@ def remove_agent(g: Genome, rng: random.Random) -> str | None:
     if len(removable) < 2:
         return None
     victim = rng.choice(removable)
-    ins = [a for a, b in g.topology.edges if b == victim.id and a != victim.id]
-    outs = [b for a, b in g.topology.edges if a == victim.id and b != victim.id]
-    edges = [e for e in g.topology.edges if victim.id not in e]
-    edges += [(a, b) for a in ins for b in outs if a != b and not (a == "input" and b == "output")]
-    g.topology.edges = list(dict.fromkeys(edges))
-    g.agents = [a for a in g.agents if a.id != victim.id]
+    _drop(g, victim.id)
     return f"remove {victim.id}"
+
+
+def without_agent(genome: Genome, agent_id: str) -> Genome | None:
+    """``genome`` with agent ``agent_id`` removed and its neighbours reconnected (an ablation); None when that
+    leaves no valid system (the only answering agent, a judge, ...)."""
+    if genome.kind != "config" or len(genome.agents) < 2:
+        return None
+    if genome.topology.aggregation == "judge" and genome.topology.judge == agent_id:
+        return None
+    child = genome.model_copy(deep=True)
+    _drop(child, agent_id)
+    child.metadata = {}
+    if problems(child) or child.id == genome.id:
+        return None
+    child.name = f"{genome.name.split('~')[0]}-{agent_id}"[:60]
+    child.description = f"{outline(child)} Ablation of {genome.name}: without {agent_id}."
+    return child
 
 
 def rewire(g: Genome, rng: random.Random) -> str | None:
@@ -193,25 +216,46 @@ EDIT_FAMILIES: dict[str, tuple[str, ...]] = {
 how many answers and how they are picked; the wiring; how an agent is prompted)."""
 
 
-def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None = None,
-           tries: int = 12) -> tuple[Genome, str] | None:
-    """A valid, different genome one structural edit away, with a description of the edit."""
+class Edited(NamedTuple):
+    """A genome one structural edit away from its parent: the child, the edit in words and the edit's name."""
+
+    genome: Genome
+    what: str
+    edit: str
+
+
+def mutate_with(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None = None,
+                choose: Callable[[list[str]], str] | None = None, tries: int = 12) -> Edited | None:
+    """A valid, different genome one structural edit away. ``choose`` picks the edit's name among those not yet
+    tried for this genome (default: uniformly at random; an adaptive strategy passes its operator bandit)."""
     if genome.kind != "config":
         return None
-    pool = edits or EDITS
+    pool = dict(edits or EDITS)
     for _ in range(tries):
-        name = rng.choice(sorted(pool))
+        if not pool:
+            return None
+        names = sorted(pool)
+        name = choose(names) if choose is not None else rng.choice(names)
         child = genome.model_copy(deep=True)
         what = pool[name](child, rng)
         if what is None:
+            if choose is not None:
+                pool.pop(name)  # an edit that cannot apply here is not drawn again for this genome
             continue
         prune_conditions(child)  # an edit that removed an edge out of an execute node removes its condition
         child.metadata = {}
         if not problems(child) and child.id != genome.id:
             child.name = f"{genome.name.split('~')[0]}~{child.short_id[:6]}"
             child.description = f"{outline(child)} From {genome.name}: {what}."
-            return child, what
+            return Edited(child, what, name)
     return None
+
+
+def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None = None,
+           tries: int = 12) -> tuple[Genome, str] | None:
+    """A valid, different genome one structural edit away (edit drawn uniformly), with a description of the edit."""
+    out = mutate_with(genome, rng, edits=edits, tries=tries)
+    return None if out is None else (out.genome, out.what)
 
 
 def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple[Genome, str] | None:

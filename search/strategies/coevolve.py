@@ -42,14 +42,16 @@ from masforge.genome.validate import problems
 from masforge.runtime.standalone.plain_adapter import strip_think
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.prompting import genome_brief
-from masforge.search.operators.structural import EDITS, mutate
+from masforge.search.operators.structural import EDITS, mutate_with
 from masforge.search.population import Candidate
 from masforge.search.prompts import render, template
 from masforge.search.strategies.base import Strategy, bad_option, register
 from masforge.seeds import load_seed
 
 TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
-                  "change_aggregation")
+                  "change_aggregation", "change_module", "change_copies")
+"""The slow loop's structural edits by default (the fast loop rewrites instructions); the module kind and the copies
+belong here too: a program-of-thought solver or a vote changes how a system works, not what it is told."""
 _TAGGED = re.compile(r"<instructions>\s*(.*?)\s*</instructions>", re.S | re.I)
 
 
@@ -81,7 +83,7 @@ class Coevolve(Strategy):
     def __init__(self, slow_every: int = 3, meta_alias: str = "meta", temperature: float = 0.8,
                  failures: int = 3, topology_edits: list[str] | tuple[str, ...] | None = None,
                  use_meta_agent: bool = False, seed_genome: str = "cot", incubation: int | None = None,
-                 **options: Any) -> None:
+                 adaptive: bool = True, ablate: bool = True, **options: Any) -> None:
         super().__init__(**options)
         names = tuple(topology_edits) if topology_edits else TOPOLOGY_EDITS
         unknown = [n for n in names if n not in EDITS]
@@ -102,6 +104,10 @@ class Coevolve(Strategy):
         self.edits = {n: EDITS[n] for n in names}
         self.use_meta_agent = use_meta_agent
         self.seed_genome = seed_genome
+        self.adaptive = adaptive
+        """Topology edits drawn by the run's operator bandit with a failure-kind prior (else uniformly)."""
+        self.ablate = ablate
+        """Each new incumbent is scored without each of its agents: credit per agent, and pruning."""
         self.stats: dict[str, int] = {"steps": 0, "rewrites": 0, "meta_unusable": 0, "fallbacks": 0,
                                       "topology": 0, "improved_fast": 0, "improved_slow": 0}
         self._turn: dict[str, int] = {}
@@ -132,7 +138,7 @@ class Coevolve(Strategy):
         if best is None:
             return []  # only config genomes have agents and a topology to co-evolve
         self.stats["steps"] += 1
-        proposals: list[Proposal] = []
+        proposals: list[Proposal] = ctx.ablations() if self.ablate else []
         focus = ctx.by_id.get(self._focus) if self._focus and self._focus_left > 0 else None
         if focus is not None:
             self._focus_left -= 1
@@ -173,14 +179,19 @@ class Coevolve(Strategy):
 
     # ------------------------------------------------------------------ fast loop: instructions
 
-    def _agent_order(self, genome: Genome) -> list[Agent]:
-        # Agents that feed the output shape the answer most directly, so they are rewritten first.
+    def _agent_order(self, genome: Genome, credit: dict[str, float] | None = None) -> list[Agent]:
+        # Agents that feed the output shape the answer most directly, so they are rewritten first; where an
+        # ablation measured what each agent is worth, the ones the system needs most come first (a rewrite
+        # there shows). Execution nodes have no instructions to rewrite.
         feeders = {a for a, b in genome.topology.edges if b == "output"}
-        return sorted(genome.agents, key=lambda a: (a.id not in feeders, a.id == genome.topology.judge))
+        worth = credit or {}
+        agents = [a for a in genome.agents if a.module != "execute"]
+        return sorted(agents, key=lambda a: (-worth.get(a.id, 0.0), a.id not in feeders,
+                                             a.id == genome.topology.judge))
 
     def _fast(self, ctx: SearchContext, parent: Candidate) -> Proposal | None:
         g = parent.genome
-        order = self._agent_order(g)
+        order = self._agent_order(g, ctx.credit.agent_credit(parent.id))
         if not order:
             return None
         # Round robin per set of agents, not per genome: each rewrite makes a new genome, and keying by
@@ -250,9 +261,9 @@ class Coevolve(Strategy):
             if prop is not None and not problems(prop.genome):
                 self.stats["topology"] += 1
                 return Proposal(prop.genome, [parent.id], "coevolve_topology", prop.rationale)
-        out = mutate(parent.genome, ctx.rng, edits=self.edits)
+        choose = ctx.edit_chooser(parent) if self.adaptive else None
+        out = mutate_with(parent.genome, ctx.rng, edits=self.edits, choose=choose)
         if out is None:
             return None
-        child, what = out
         self.stats["topology"] += 1
-        return Proposal(child, [parent.id], "coevolve_topology", what)
+        return Proposal(out.genome, [parent.id], "coevolve_topology", out.what, info={"arm": out.edit})

@@ -98,7 +98,8 @@ class EvolveSearch(MetaAgentStrategy):
 
     def __init__(self, population_size: int = 6, selection: str = "tournament", tournament_k: int = 3,
                  structural_rate: float = 0.3, crossover_rate: float = 0.2, offspring: int = 2,
-                 diversity_weight: float = 0.1, memory_notes: int = 6, **options: Any) -> None:
+                 diversity_weight: float = 0.1, memory_notes: int = 6, adaptive: bool = True, ablate: bool = True,
+                 **options: Any) -> None:
         super().__init__(**options)
         for option, value in (("population_size", population_size), ("offspring", offspring),
                               ("tournament_k", tournament_k)):
@@ -120,6 +121,10 @@ class EvolveSearch(MetaAgentStrategy):
         self.memory_notes = memory_notes
         self.pool: list[Candidate] = []
         self.memory: list[Experience] = []
+        self.adaptive = adaptive
+        """Operators drawn by the run's bandit (structural edits with a failure-kind prior) instead of fixed rates."""
+        self.ablate = ablate
+        """Each new incumbent is scored without each of its agents: credit per agent, and pruning."""
 
     def setup(self, ctx: SearchContext) -> None:
         super().setup(ctx)
@@ -132,6 +137,11 @@ class EvolveSearch(MetaAgentStrategy):
             prop = self._initial(ctx)
             return [] if prop is None else [prop]
         proposals: list[Proposal] = []
+        if self.ablate:
+            for prop in ctx.ablations():
+                parent = ctx.by_id[prop.parents[0]]
+                prop.info.update(parent=parent, edit=describe_edit(parent.genome, prop.genome))
+                proposals.append(prop)
         for _ in range(self.offspring):
             made = self._child(ctx)
             if made is None:
@@ -169,7 +179,13 @@ class EvolveSearch(MetaAgentStrategy):
 
     def _child(self, ctx: SearchContext) -> tuple[Proposal, Candidate] | None:
         rng = ctx.rng
-        structural_first = rng.random() < self.structural_rate
+        if self.adaptive and 0.0 < self.structural_rate < 1.0:  # a rate of 0 or 1 is a hard choice
+            families = {"structural": [*structural.EDITS, "structural_mutate", "structural_crossover"],
+                        "meta": ["meta_mutate", "meta_crossover", "meta_invent", "meta_repair"]}
+            prior = {"structural": self.structural_rate, "meta": 1.0 - self.structural_rate}
+            structural_first = ctx.credit.choose_family(families, rng, prior) == "structural"
+        else:
+            structural_first = rng.random() < self.structural_rate
         if len(self.pool) >= 2 and rng.random() < self.crossover_rate:
             a = self.selector.select(self.pool, ctx)
             b = next((c for c in (self.selector.select(self.pool, ctx) for _ in range(4)) if c.id != a.id), None)
@@ -187,8 +203,10 @@ class EvolveSearch(MetaAgentStrategy):
 
     def _mutate(self, parent: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
         if use_structural:
-            out = structural.mutate(parent.genome, ctx.rng)
-            return None if out is None else Proposal(out[0], [parent.id], "structural_mutate", out[1])
+            choose = ctx.edit_chooser(parent) if self.adaptive else None
+            out = structural.mutate_with(parent.genome, ctx.rng, choose=choose)
+            return None if out is None else Proposal(out.genome, [parent.id], "structural_mutate", out.what,
+                                                     info={"arm": out.edit})
         return self.reflected(self.agent().mutate(parent, ctx, notes=self.memory_summary()), ctx)
 
     def _crossover(self, a: Candidate, b: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
