@@ -33,6 +33,7 @@ from masforge.search.operators.structural import (
     crossover,
     mutate,
     remove_agent,
+    without_agent,
 )
 from masforge.search.prompts import render
 from masforge.search.strategies.knapsack import Knapsack, probe_genome, with_patterns
@@ -139,6 +140,12 @@ def test_removing_an_agent_drops_the_conditions_of_its_edges() -> None:
         if what == "remove debugger":
             assert child.topology.conditions == {}
     assert "remove debugger" in seen
+
+
+def test_an_ablation_of_the_repairer_is_the_gate_alone() -> None:
+    child = without_agent(load_seed("self_debug"), "debugger")
+    assert child is not None and problems(child) == []
+    assert [a.id for a in child.agents] == ["coder", "check"] and child.topology.conditions == {}
 
 
 @pytest.mark.parametrize("name", ["self_debug", "codet", "escalate", "io", "self_consistency"])

@@ -92,6 +92,7 @@ def _drop(g: Genome, victim: str) -> None:
     edges += [(a, b) for a in ins for b in outs if a != b and not (a == "input" and b == "output")]
     g.topology.edges = list(dict.fromkeys(edges))
     g.agents = [a for a in g.agents if a.id != victim]
+    prune_conditions(g)  # its conditional edges went with it
 
 
 def remove_agent(g: Genome, rng: random.Random) -> str | None:
