@@ -23,6 +23,7 @@ from masforge.runtime.adapters import choose_adapter
 from masforge.runtime.dspy_lm import MasforgeLM
 from masforge.runtime.lm import LMClient
 from masforge.runtime.standalone import system as _system
+from masforge.runtime.standalone.names import EXECUTE_MODULE
 from masforge.runtime.standalone.system import (
     COPIES_TEMPERATURE,
     AgentSpec,
@@ -45,7 +46,8 @@ def agent_spec(genome: Genome, agent: Agent) -> AgentSpec:
     sig = agent_signature(genome, agent)
     return AgentSpec(
         id=agent.id, module=agent.module, signature=str(sig),
-        instructions=agent_instructions(agent.role, agent.instructions, sig.input_names, sig.output_names),
+        instructions="" if agent.module == EXECUTE_MODULE else  # it sends no prompt
+        agent_instructions(agent.role, agent.instructions, sig.input_names, sig.output_names),
         inputs=list(sig.input_names), outputs=list(sig.output_names), lm=agent.lm, temperature=agent.temperature,
         tools=list(agent.tools), copies=agent.copies, max_iters=agent.max_iters, adapter=agent.adapter)
 
@@ -61,7 +63,7 @@ def system_spec(genome: Genome) -> SystemSpec:
         plan=[(comp, is_cyclic(comp, edges)) for comp in execution_plan(genome)],
         output_agents=output_agents(genome),
         rounds=topo.rounds, message_passing=topo.message_passing, aggregation=topo.aggregation,
-        judge=topo.judge if topo.aggregation == "judge" else None)
+        judge=topo.judge if topo.aggregation == "judge" else None, conditions=dict(topo.conditions))
 
 
 def agent_adapter(agent: Agent, client: LMClient) -> str:

@@ -101,6 +101,14 @@ def diff_genomes(old: Genome, new: Genome) -> list[Change]:
         changes.append(Change("-", "edge", old=f"{e[0]} -> {e[1]}"))
     for e in sorted(new_edges - old_edges):
         changes.append(Change("+", "edge", new=f"{e[0]} -> {e[1]}"))
+    old_when, new_when = a["topology"].get("conditions", {}), b["topology"].get("conditions", {})
+    for edge in sorted(set(old_when) | set(new_when)):
+        if edge not in new_when:
+            changes.append(Change("-", "condition", old=f"{edge} if {old_when[edge]}"))
+        elif edge not in old_when:
+            changes.append(Change("+", "condition", new=f"{edge} if {new_when[edge]}"))
+        elif old_when[edge] != new_when[edge]:
+            changes.append(Change("~", f"condition {edge}", old_when[edge], new_when[edge]))
     for key in ("rounds", "message_passing", "aggregation", "judge"):
         if a["topology"][key] != b["topology"][key]:
             changes.append(Change("~", f"topology.{key}", a["topology"][key], b["topology"][key]))

@@ -5,7 +5,8 @@ documentation/lineage; key order and surrounding whitespace never matter; duplic
 edge order is irrelevant (edges are a set). Agent order *is* kept: it breaks ties in execution order.
 A majority vote over a single answer (one agent, one copy, feeds the output) is that answer, so it hashes as
 ``last``; rounds and message passing only act on cycles, so a system without one hashes with the defaults:
-the duplicate check then sees such variants as the same system.
+the duplicate check then sees such variants as the same system. Conditional edges count (their keys in one
+spelling, ``"a -> b"``); a genome without any hashes as it did before they existed.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     topo["edges"] = [[a, b] for a, b in sorted({(a, b) for a, b in topo["edges"]})]
     if topo["aggregation"] != "judge":
         topo["judge"] = None
+    if topo.get("conditions"):
+        topo["conditions"] = {" -> ".join(p.strip() for p in k.split("->")): v for k, v in topo["conditions"].items()}
+    else:
+        topo.pop("conditions", None)  # no conditional edge: ids made before conditions existed stay the same
     if not _has_cycle([a["id"] for a in data["agents"]], [(a, b) for a, b in topo["edges"]]):
         topo["rounds"], topo["message_passing"] = 1, "sequential"
     if topo["aggregation"] in ("majority_vote", "run_examples"):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from masforge.genome.graph import answers_at_output, output_agents, predecessors
 from masforge.genome.schema import Agent, Genome
+from masforge.genome.validate import agent_signature
+from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD
 
 
 def _agent_text(agent: Agent) -> str:
@@ -29,6 +31,12 @@ def outline(genome: Genome) -> str:
     chain: list[str] = []
     for agent in genome.agents:
         reads = [a for a in predecessors(genome, agent.id) if a != "input"]
+        if agent.module == EXECUTE_MODULE:
+            writers = [r for r in reads if TESTS_FIELD in agent_signature(genome, genome.agent(r)).output_names]
+            coders = [r for r in reads if r not in writers]
+            tests = f" and the tests of {', '.join(writers)}" if writers else ""
+            chain.append(f"{agent.id} runs the code of {', '.join(coders)} against the stated examples{tests} (no LM)")
+            continue
         text = _agent_text(agent)
         chain.append(f"{text} reading {', '.join(reads)}" if reads else text)
     voters = output_agents(genome) or [genome.agents[-1].id]
@@ -42,6 +50,10 @@ def outline(genome: Genome) -> str:
         ending = f"the output is the answer of {', '.join(voters)} whose code passes most of the task's stated examples"
     else:
         ending = f"the output is {voters[-1]}'s answer"
+    for key, verdict in sorted(topo.conditions.items()):
+        source, _, target = key.partition(" -> ")
+        goes = "the output takes its answer" if target == "output" else f"{target} runs"
+        chain.append(f"if {source} {'passes' if verdict == 'pass' else 'fails'}, {goes}")
     rounds = f", {topo.rounds} rounds" if topo.rounds > 1 else ""
     n = len(genome.agents)
     return f"{n} agent{'s' if n != 1 else ''}{rounds}: {'; '.join(chain)}; {ending}."

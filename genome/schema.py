@@ -20,15 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from masforge.genome.hashing import genome_hash
 from masforge.input_limits import check_tree, current_limits, env_name
 from masforge.runtime.adapters import AdapterName
+from masforge.runtime.standalone.names import EXECUTE_MODULE
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")
 MODULE_KINDS = ("predict", "chain_of_thought", "react", "program_of_thought", "refine")
+"""The module kinds that call an LM (what mutation and tuning choose among)."""
+AGENT_MODULES = (*MODULE_KINDS, EXECUTE_MODULE)
+"""Every module kind an agent may have: the LM kinds and ``execute``, a node that runs code and calls no LM."""
 AGGREGATIONS = ("last", "majority_vote", "run_examples", "judge")
 PICKING_AGGREGATIONS = ("majority_vote", "run_examples")
 """Aggregations that pick one of the answers reaching ``output`` (no judge agent): over one answer they are "last"."""
 
-ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"]
+ModuleKind = Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine", "execute"]
+Verdict = Literal["pass", "fail"]
 Aggregation = Literal["last", "majority_vote", "run_examples", "judge"]
 MessagePassing = Literal["sequential", "synchronous"]
 
@@ -59,6 +64,18 @@ def _count_limit(items: Any, what: str, limit_name: str, place: str = "") -> Non
 
 
 
+def condition_key(edge: Any) -> str | None:
+    """``"a -> b"`` for an edge written ``"a->b"``, ``" a  ->  b "`` or ``[a, b]``; None if it is no edge."""
+    if isinstance(edge, list | tuple) and len(edge) == 2:
+        left, right = (str(x) for x in edge)
+    elif isinstance(edge, str) and edge.count("->") == 1:
+        left, _, right = edge.partition("->")
+    else:
+        return None
+    left, right = left.strip(), right.strip()
+    return f"{left} -> {right}" if left and right else None
+
+
 class Agent(BaseModel):
     """One agent: a role, its instructions and the dspy module that realises it."""
 
@@ -67,7 +84,8 @@ class Agent(BaseModel):
     id: str = Field(pattern=IDENT, description="Unique identifier, used in edges.")
     role: str = Field(default="", description="Short role name shown to the model, e.g. 'critic'.")
     instructions: str = Field(default="", description="What the agent must do; becomes the signature docstring.")
-    module: ModuleKind = Field(default="predict", description="dspy module kind.")
+    module: ModuleKind = Field(default="predict", description="dspy module kind, or 'execute': run the code "
+                               "of its predecessors' answers against checks (no LM call).")
     signature: str | None = Field(
         default=None,
         description="dspy-style 'in1, in2 -> out1'. Default: the genome inputs (if wired from input), "
@@ -101,8 +119,42 @@ class Topology(BaseModel):
     )
     aggregation: Aggregation = "last"
     judge: str | None = Field(default=None, description="Agent id of the judge when aggregation is 'judge'.")
+    conditions: dict[str, Verdict] = Field(
+        default_factory=dict,
+        description="Conditional edges: 'a -> b' (an edge out of an execute node) -> the verdict of a under "
+        "which the edge carries anything ('pass' or 'fail').",
+    )
 
     _limits = model_validator(mode="before")(_bounded)
+
+    @field_validator("conditions", mode="before")
+    @classmethod
+    def _parse_conditions(cls, value: Any) -> Any:
+        """Keys written ``"a -> b"`` (any spacing); a list of ``[a, b, verdict]`` or ``["a -> b", verdict]``
+        entries is accepted too."""
+        if isinstance(value, list | tuple):
+            pairs: list[tuple[Any, Any]] = []
+            for i, item in enumerate(value):
+                if isinstance(item, list | tuple) and len(item) == 3:
+                    pairs.append((f"{item[0]} -> {item[1]}", item[2]))
+                elif isinstance(item, list | tuple) and len(item) == 2:
+                    pairs.append((item[0], item[1]))
+                else:
+                    raise ValueError(f"condition {i} {item!r} is not a condition; write {{'a -> b': 'fail'}}")
+            value = dict(pairs)
+        if not isinstance(value, dict):
+            return value
+        parsed: dict[Any, Any] = {}
+        for key, verdict in value.items():
+            edge = condition_key(key)
+            if edge is None:
+                raise ValueError(f"condition '{key}' does not name an edge; write 'a -> b'")
+            parsed[edge] = verdict.strip().lower() if isinstance(verdict, str) else verdict
+        return parsed
+
+    def condition_of(self, source: str, target: str) -> str | None:
+        """The verdict the edge ``source -> target`` waits for (None: unconditional)."""
+        return self.conditions.get(f"{source} -> {target}")
 
     @field_validator("edges", mode="before")
     @classmethod

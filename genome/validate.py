@@ -16,7 +16,13 @@ from masforge.genome.graph import Wiring, agent_edges
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
 from masforge.redact import contains_secret
-from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT
+from masforge.runtime.standalone.names import (
+    EXECUTE_MODULE,
+    JUDGE_INPUT,
+    MESSAGES_INPUT,
+    REPORT_FIELD,
+    VERDICT_FIELD,
+)
 
 
 def available_inputs(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> list[str]:
@@ -40,8 +46,9 @@ def available_inputs(genome: Genome, agent: Agent, wiring: Wiring | None = None)
 
 
 def agent_signature(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> Signature:
-    """The agent's signature: its own, or the default built from how it is wired."""
-    if agent.signature:
+    """The agent's signature: its own, or the default built from how it is wired. An execute node writes the
+    genome outputs (its pick's) and its ``verdict`` and ``report``."""
+    if agent.signature and agent.module != EXECUTE_MODULE:
         return parse_signature(agent.signature)
     if genome.topology.aggregation == "judge" and agent.id == genome.topology.judge:
         ins = [*genome.inputs, JUDGE_INPUT]
@@ -50,7 +57,46 @@ def agent_signature(genome: Genome, agent: Agent, wiring: Wiring | None = None) 
         ins = list(genome.inputs) if "input" in preds else []
         if any(p != "input" for p in preds):
             ins.append(MESSAGES_INPUT)
-    return parse_signature(f"{', '.join(ins)} -> {', '.join(genome.outputs)}")
+    outs = list(genome.outputs)
+    if agent.module == EXECUTE_MODULE:
+        outs += [f for f in (VERDICT_FIELD, REPORT_FIELD) if f not in outs]
+    return parse_signature(f"{', '.join(ins)} -> {', '.join(outs)}")
+
+
+# An execute node runs code and calls no LM: settings of an LM call mean nothing on it (field, default, why).
+_EXECUTE_REFUSES = (
+    ("copies", 1, "it runs each candidate once; give the agents before it copies instead"),
+    ("tools", [], "it always runs code with the python tool"),
+    ("instructions", "", "it follows no prompt; put instructions on the agents before it"),
+    ("temperature", None, "it samples nothing"),
+    ("lm", "worker", "it calls no LM"),
+    ("adapter", "auto", "it sends no prompt"),
+    ("signature", None, "it reads its predecessors' answers and tests and writes their fields plus verdict and "
+                        "report"),
+)
+
+
+def _execute_problems(i: int, agent: Agent) -> list[str]:
+    out = []
+    for name, default, why in _EXECUTE_REFUSES:
+        if getattr(agent, name) != default:
+            out.append(f"agents[{i}].{name}: execute node '{agent.id}' takes no {name} ({why}); remove it")
+    return out
+
+
+def _condition_problems(genome: Genome, modules: dict[str, str]) -> list[str]:
+    topo = genome.topology
+    out = []
+    edges = {f"{a} -> {b}" for a, b in topo.edges}
+    for key in topo.conditions:
+        source = key.split(" -> ")[0]
+        if key not in edges:
+            out.append(f"topology.conditions: '{key}' is not an edge in topology.edges; add the edge or remove "
+                       "its condition")
+        elif modules.get(source) != EXECUTE_MODULE:
+            out.append(f"topology.conditions: '{key}' starts at '{source}', which is not an execute node (only an "
+                       "execute node's verdict can route); remove the condition or make the source module: execute")
+    return out
 
 
 def _edge_text(edge: tuple[str, str]) -> str:
@@ -135,11 +181,18 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
                 out.append(f"agents[{i}].tools: unknown tool '{tool}' (known: {', '.join(sorted(tools))})")
         if agent.module == "react" and not agent.tools:
             out.append(f"agents[{i}]: module 'react' needs at least one tool (e.g. tools: [calculator])")
+        if agent.module == EXECUTE_MODULE:
+            out += _execute_problems(i, agent)
         if agent.signature:
             try:
                 parse_signature(agent.signature)
             except ValueError as exc:
                 out.append(f"agents[{i}].signature: {exc}")
+    executes = [a.id for a in genome.agents if a.module == EXECUTE_MODULE]
+    taken = [f for f in (VERDICT_FIELD, REPORT_FIELD) if f in genome.outputs]
+    if executes and taken:
+        out.append(f"outputs: '{taken[0]}' is what execute node '{executes[0]}' writes beside the answer; give the "
+                   "genome output another name")
     if out:
         return out
 
@@ -156,6 +209,7 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
             out.append(f"topology.edges[{j}]: nothing flows out of 'output' ({_edge_text((a, b))})")
         if a == "input" and b == "output":
             out.append(f"topology.edges[{j}]: 'input -> output' bypasses every agent; remove it")
+    out += _condition_problems(genome, {a.id: a.module for a in genome.agents})
     if out:
         return out
 
@@ -165,6 +219,8 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
             return ["topology.judge: aggregation 'judge' needs topology.judge set to an agent id"]
         if judge not in seen_ids:
             return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids[:20])})"]
+        if genome.agent(judge).module == EXECUTE_MODULE:
+            return [f"topology.judge: '{judge}' is an execute node; a judge must be an LM agent"]
         if any(judge in e for e in topo.edges):
             out.append(f"topology.judge: judge '{judge}' must not appear in edges (it runs after the graph "
                        "on the candidates that reach output)")
@@ -203,6 +259,9 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
             out.append(f"topology.rounds: cycle {cycle} needs rounds >= 2 (set topology.rounds: 2 or more)")
 
     for i, agent in enumerate(genome.agents):
+        if agent.module == EXECUTE_MODULE:
+            out += _execute_wiring_problems(genome, i, agent, wiring)
+            continue
         sig = agent_signature(genome, agent, wiring)
         avail = available_inputs(genome, agent, wiring)
         if not sig.inputs:
@@ -220,6 +279,20 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
                 out.append(f"agents[{i}].signature: agent '{agent.id}' feeds output but does not produce "
                            f"'{missing[0]}' (genome outputs: {', '.join(genome.outputs)})")
     return out
+
+
+def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wiring) -> list[str]:
+    """An execute node runs the answers of the agents before it: at least one of them must write the genome's
+    first output (the code it runs)."""
+    answer = genome.outputs[0]
+    preds = [p for p in wiring.predecessors(agent.id) if p != "input"]
+    if not preds:
+        return [f"agents[{i}]: execute node '{agent.id}' has no agent before it (it runs their code); add an "
+                f"edge like 'coder -> {agent.id}'"]
+    if not any(answer in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds):
+        return [f"agents[{i}]: no agent before execute node '{agent.id}' writes '{answer}' (the code it runs); "
+                f"add an edge from an agent that answers"]
+    return []
 
 
 def validate(genome: Genome, known_tools: Iterable[str] | None = None) -> Genome:

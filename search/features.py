@@ -56,7 +56,7 @@ def llm_calls_estimate(genome: Genome) -> float:
     """Rough LM calls per example, a cost descriptor for MAP-Elites cells."""
     if genome.kind == "code":
         return max(1.0, float((genome.code or "").count("llm(")))
-    per_kind = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3}
+    per_kind = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3, "execute": 0}
     on_cycle = cyclic_agents(genome)
     return float(sum(per_kind[a.module] * a.copies * (genome.topology.rounds if a.id in on_cycle else 1)
                      for a in genome.agents))

@@ -76,18 +76,28 @@ def load_seeds(names: list[str] | None = None) -> list[Genome]:
     return [load_seed(n) for n in (names or seed_names())]
 
 
+PATTERNS = ("test_gate", "repair_loop", "escalation", "test_writer")
+"""Graph patterns an inventory component can name: execution and control genes wrapped around a system's answering
+agents (see ``masforge.search.operators.execution``)."""
+Pattern = Literal["test_gate", "repair_loop", "escalation", "test_writer"]
+COMPONENT_KINDS = ("agent", "tool", "model", "pattern")
+
+
 class Component(BaseModel):
-    """One inventory entry: an agent fragment, a tool or a model alias, with what it costs per use."""
+    """One inventory entry: an agent fragment, a tool, a model alias or a graph pattern, with what it costs per
+    use."""
 
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=IDENT, description="Unique identifier.")
-    kind: Literal["agent", "tool", "model"]
+    kind: Literal["agent", "tool", "model", "pattern"]
     description: str = Field(min_length=1, description="Capability: what the component is good at.")
     cost: float = Field(ge=0.0, description="Estimated dollars per use (only ratios matter).")
     agent: Agent | None = Field(default=None, description="For agents: the fragment to insert into a genome.")
     tool: str | None = Field(default=None, description="For tools: a registered tool name.")
     model: str | None = Field(default=None, pattern=IDENT, description="For models: an LM alias (worker, local, ...).")
+    pattern: Pattern | None = Field(default=None, description="For patterns: test_gate, repair_loop, escalation or "
+                                    "test_writer.")
 
     @model_validator(mode="before")
     @classmethod
@@ -98,7 +108,7 @@ class Component(BaseModel):
 
     @model_validator(mode="after")
     def _payload_matches_kind(self) -> Component:
-        payload = {"agent": self.agent, "tool": self.tool, "model": self.model}
+        payload = {"agent": self.agent, "tool": self.tool, "model": self.model, "pattern": self.pattern}
         if payload[self.kind] is None:
             raise ValueError(f"a component of kind '{self.kind}' needs the field '{self.kind}'")
         extra = [k for k, v in payload.items() if v is not None and k != self.kind]

@@ -531,7 +531,8 @@ def test_exported_command_line_matches_masforge_run(tmp_path: Path) -> None:
 
 
 def _with_adapter(genome: Any, adapter: str) -> Any:
-    agents = [a.model_copy(update={"adapter": adapter}) for a in genome.agents]
+    # an execute node sends no prompt (validation refuses an adapter on it)
+    agents = [a.model_copy(update={"adapter": adapter}) if a.module != "execute" else a for a in genome.agents]
     return genome.model_copy(update={"agents": agents})
 
 

@@ -65,7 +65,7 @@ CASES = [
     ("unknown_topology_field", variant() | {"topology": {"edges": BASE["topology"]["edges"], "round": 2}},
      ["topology.round", "unknown field"]),
     ("unknown_module", variant(agents=[agent("solver", module="tree_of_thoughts"), agent("critic")]),
-     ["agents[0].module", "'predict', 'chain_of_thought', 'react', 'program_of_thought' or 'refine'"]),
+     ["agents[0].module", "'predict', 'chain_of_thought', 'react', 'program_of_thought', 'refine' or 'execute'"]),
     ("bad_agent_id", variant(agents=[agent("solver"), agent("my critic")]), ["agents[1].id", "should match pattern"]),
     ("missing_agent_id", variant(agents=[agent("solver"), {"role": "critic"}]),
      ["agents[1].id", "required field is missing"]),

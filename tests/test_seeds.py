@@ -92,7 +92,8 @@ def test_enough_seeds_of_both_kinds():
     assert len(CONFIG_SEEDS) >= 10
     assert {"code_verify", "code_ensemble"} <= set(CODE_SEEDS)
     expected = {"io", "cot", "self_consistency", "self_refine", "step_back", "quality_diversity", "expert_routing",
-                "program_of_thought", "reflexion_code", "react_calculator", "debate"}
+                "program_of_thought", "reflexion_code", "react_calculator", "debate", "self_debug", "codet",
+                "escalate"}
     assert expected <= set(CONFIG_SEEDS)
 
 
@@ -155,6 +156,10 @@ EXPECTED_CALLS = {
     "reflexion_code": {"coder": 1, "tester": 2, "reviser": 2},
     "debate": {"debater_a": 2, "debater_b": 2, "debater_c": 2, "judge": 1},
     "sample_and_test": {"coder": 5},
+    # execute nodes are traced (no LM call); the question states no examples, so every check passes
+    "self_debug": {"coder": 1, "check": 1},
+    "codet": {"coder": 5, "tester": 1, "check": 1},
+    "escalate": {"answerer": 1, "first_check": 1, "final_check": 1},
 }
 
 
@@ -339,17 +344,19 @@ def test_unknown_seed_is_a_one_line_error():
 
 def test_inventory_loads_typed_components():
     inv = load_inventory()
-    assert 12 <= len(inv) <= 20
+    assert 12 <= len(inv) <= 26
     assert all(isinstance(c, Component) for c in inv)
     assert len({c.id for c in inv}) == len(inv)
     kinds = Counter(c.kind for c in inv)
-    assert kinds["agent"] >= 8 and kinds["tool"] >= 2 and kinds["model"] >= 1
+    assert kinds["agent"] >= 8 and kinds["tool"] >= 2 and kinds["model"] >= 1 and kinds["pattern"] >= 4
     for c in inv:
         assert c.description.strip() and c.cost >= 0
         if c.kind == "agent":
             assert isinstance(c.agent, Agent) and c.agent.id == c.id and c.tool is None and c.model is None
         elif c.kind == "tool":
             assert c.tool in tool_names()
+        elif c.kind == "pattern":
+            assert c.pattern and c.agent is None
         else:
             assert c.model
     ids = {c.id for c in inv}
@@ -398,7 +405,8 @@ def test_inventory_errors_name_the_file_and_the_entry(tmp_path):
     good = {"id": "solver", "kind": "agent", "description": "solves", "cost": 0.001, "agent": {"module": "predict"}}
     cases = [
         ([{**good, "cost": -1}], "components[0] 'solver': cost: Input should be greater than or equal to 0"),
-        ([{**good, "kind": "robot"}], "components[0] 'solver': kind: Input should be 'agent', 'tool' or 'model'"),
+        ([{**good, "kind": "robot"}],
+         "components[0] 'solver': kind: Input should be 'agent', 'tool', 'model' or 'pattern'"),
         ([{**good, "agent": {"module": "magic"}}], "components[0] 'solver': agent.module: Input should be"),
         ([{**good, "agent": {"tools": ["browser"]}}], "components[0] 'solver': agent.tools: unknown tool 'browser'"),
         ([{**good, "colour": "red"}], "components[0] 'solver': colour: unknown field"),

@@ -47,6 +47,7 @@ from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_export
 from masforge.genome.schema import Genome
 from masforge.redact import redact
 from masforge.runtime.lm_config import LMConfig, parse_lm
+from masforge.runtime.standalone.names import EXECUTE_MODULE
 
 EXPORT_FORMATS = ("python", "yaml", "json")
 CODE_WARNING = (
@@ -423,12 +424,18 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         "",
     ]
     for agent in agents:
+        if agent.module == EXECUTE_MODULE:
+            lines.append(f"    {agent.id}: execute (runs the answers' code against the stated examples and written "
+                         "tests; no LM)")
+            continue
         extra = f", {agent.copies} copies" if agent.copies > 1 else ""
         extra += f", tools: {', '.join(agent.tools)}" if agent.tools else ""
         extra += f", adapter: {agent.adapter}" if agent.adapter != "auto" else ""
         lines.append(f"    {agent.id}: {agent.module} ({agent.signature}){extra}")
     topo = genome.topology
-    lines.append(textwrap.fill("edges: " + ", ".join(f"{a} -> {b}" for a, b in topo.edges), _WRAP,
+    edges = [f"{a} -> {b}" + (f" (if {topo.condition_of(a, b)})" if topo.condition_of(a, b) else "")
+             for a, b in topo.edges]
+    lines.append(textwrap.fill("edges: " + ", ".join(edges), _WRAP,
                                initial_indent="    ", subsequent_indent="        ", break_on_hyphens=False))
     if any(c for _, c in spec.plan):
         lines.append(f"    cycles run {topo.rounds} rounds, {topo.message_passing} message passing")
@@ -492,6 +499,9 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         f"OUTPUT_AGENTS = {_block(spec.output_agents, 0, 16)}",
         f"AGGREGATION = {_lit(spec.aggregation)}  # last | majority_vote | run_examples | judge",
         f"JUDGE = {_lit(spec.judge)}",
+        "# Conditional edges: an edge out of an execute node that carries only while the node's verdict is the one",
+        "# named (pass: its pick passed every check; fail: it did not).",
+        f"CONDITIONS = {_block(spec.conditions or {}, 0, 13)}",
         "",
         "# The tools' descriptions word for word as masforge shows them to the model (so the prompts are the same;",
         "# what the exported python tool really is: see run_python).",

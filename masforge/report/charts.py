@@ -200,11 +200,16 @@ def lineage_svg(nodes: list[LineageNode]) -> str:
     for node in nodes:
         x, y = pos[node.id]
         cls = "node best" if node.is_best else ("node seed" if node.operator == "seed" else "node")
-        name = node.name if len(node.name) <= 27 else node.name[:26] + "…"
+        cls += " exec" if node.execution else ""  # runs code: dashed box, tagged
+        room = 19 if node.execution else 27  # the "runs code" tag takes the end of the name's line
+        name = node.name if len(node.name) <= room else node.name[:room - 1] + "…"
         score = "-" if node.score is None else f"{node.score:.3f}"
+        tag = (f'<text x="{x + box_w - 8:.1f}" y="{y + 13:.1f}" class="ntag" text-anchor="end">runs code</text>'
+               if node.execution else "")
+        genes = f"; {esc(node.execution)}" if node.execution else ""
         parts.append(f'<g class="{cls}"><title>{esc(node.name)} ({esc(node.id[:12])}) made by '
-                     f"{esc(node.strategy)}/{esc(node.operator)}, generation {node.generation}, score {score}</title>"
-                     f'<rect x="{x:.1f}" y="{y:.1f}" width="{box_w}" height="{box_h}" rx="6"/>'
+                     f"{esc(node.strategy)}/{esc(node.operator)}, generation {node.generation}, score {score}{genes}"
+                     f'</title><rect x="{x:.1f}" y="{y:.1f}" width="{box_w}" height="{box_h}" rx="6"/>{tag}'
                      f'<text x="{x + 8:.1f}" y="{y + 18:.1f}" class="nname">{esc(name)}</text>'
                      f'<text x="{x + 8:.1f}" y="{y + 36:.1f}" class="nmeta">{esc(node.id[:8])} · {score} · '
                      f"{esc(node.operator if len(node.operator) <= 12 else node.operator[:11] + '…')}</text></g>")

@@ -23,6 +23,7 @@ import yaml
 
 from masforge.archive.pareto import pareto_front
 from masforge.errors import MasforgeError
+from masforge.genome.schema import EXECUTE_MODULE
 
 TOP_K = 5
 MAX_LINEAGE_NODES = 60
@@ -48,6 +49,8 @@ class LineageNode:
     parents: list[str]
     level: int = 0
     is_best: bool = False
+    execution: str = ""
+    """Its execution and control genes in words (execute nodes and conditional edges); "" if it has none."""
 
 
 @dataclass
@@ -59,6 +62,8 @@ class TopSystem:
     topology: str = ""
     parent: str | None = None
     diff: str = ""
+    execute_nodes: list[str] = field(default_factory=list)
+    """Ids of its execute nodes (drawn apart from the LM agents)."""
 
 
 @dataclass
@@ -202,6 +207,19 @@ def _open_archive(run_dir: Path, summary: dict[str, Any] | None, config: dict[st
     return None
 
 
+def execution_genes(genome: Any) -> str:
+    """A genome's execute nodes and conditional edges in words, e.g. ``runs code: check; check -[fail]-> fixer``
+    ("" for a genome without them)."""
+    if genome.kind != "config":
+        return ""
+    nodes = [a.id for a in genome.agents if a.module == EXECUTE_MODULE]
+    routes = [f"{src} -[{verdict}]-> {dst}" for key, verdict in sorted(genome.topology.conditions.items())
+              for src, _, dst in [key.partition(" -> ")]]
+    if not nodes:
+        return ""
+    return "runs code: " + ", ".join(nodes) + ("; " + ", ".join(routes) if routes else "")
+
+
 def _lineage(archive: Any, best_id: str, task: str, split: str) -> tuple[list[LineageNode], bool]:
     """The best system, its ancestors (level > 0: generations up) and descendants (level < 0, a few generations)."""
     up = archive.lineage(best_id).ancestors
@@ -232,10 +250,14 @@ def _lineage(archive: Any, best_id: str, task: str, split: str) -> tuple[list[Li
     for gid, lvl in level.items():
         rec = records[gid]
         result = rec.result_for(task, split) or rec.result_for(task)
+        try:
+            genes = execution_genes(archive.genome(gid))
+        except MasforgeError:
+            genes = ""
         nodes.append(LineageNode(id=gid, name=rec.name, score=result.score if result else None,
                                  operator=rec.operator, strategy=rec.strategy, generation=rec.generation,
                                  parents=[p for p in rec.parents if p in level], level=lvl,
-                                 is_best=gid == best_id))
+                                 is_best=gid == best_id, execution=genes))
     return nodes, truncated
 
 
@@ -252,11 +274,15 @@ def _top_systems(archive: Any, top: list[dict[str, Any]]) -> list[TopSystem]:
                 if genome.kind == "code":
                     item.agents = [f"code genome ({len((genome.code or '').splitlines())} lines of forward())"]
                 else:
-                    item.agents = [f"{a.id}: {a.module}" + (f" x{a.copies}" if a.copies > 1 else "")
+                    item.agents = [f"{a.id}: execute (runs code against checks; no LM)" if a.module == EXECUTE_MODULE
+                                   else f"{a.id}: {a.module}" + (f" x{a.copies}" if a.copies > 1 else "")
                                    + (f" [{', '.join(a.tools)}]" if a.tools else "") for a in genome.agents]
+                    item.execute_nodes = [a.id for a in genome.agents if a.module == EXECUTE_MODULE]
                     topo = genome.topology
+                    routes = [f"{k.replace(' -> ', f' -[{v}]-> ')}" for k, v in sorted(topo.conditions.items())]
                     item.topology = (f"{len(topo.edges)} edges, {topo.rounds} round(s), {topo.message_passing}, "
-                                     f"aggregation {topo.aggregation}" + (f" ({topo.judge})" if topo.judge else ""))
+                                     f"aggregation {topo.aggregation}" + (f" ({topo.judge})" if topo.judge else "")
+                                     + (f"; conditional edges: {', '.join(routes)}" if routes else ""))
                 if parents:
                     parent = archive.genome(parents[0])
                     item.parent = f"{parent.name} ({parents[0][:12]})"

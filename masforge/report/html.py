@@ -59,6 +59,9 @@ h2 { font-size: 17px; margin: 0 0 10px; padding-bottom: 4px; border-bottom: 1px 
 .node rect { fill: #f3f5f9; stroke: #9aa5b8; }
 .node.seed rect { fill: #eef7f0; stroke: var(--good); }
 .node.best rect { fill: #e8efff; stroke: var(--accent); stroke-width: 2; }
+.node.exec rect { stroke-dasharray: 5 3; }
+.ntag { font-size: 10px; fill: #8a5a00; font-weight: 600; }
+li.exec code { background: #fff4e0; border: 1px dashed #c98a00; border-radius: 4px; padding: 0 3px; }
 .nname { font-size: 12px; font-weight: 600; fill: var(--fg); }
 .nmeta { font-size: 11px; fill: var(--muted); font-family: ui-monospace, Menlo, Consolas, monospace; }
 .edge { stroke: #9aa5b8; stroke-width: 1.3; }
@@ -228,7 +231,8 @@ def render_html(data: ReportData) -> str:
                         f"{c['dollars_per_example']:.6f}", f"{c['tokens_per_example']:.0f}",
                         f"{c.get('strategy', '')}/{c.get('operator', '')}", c.get("generation", 0)]],
                       {0, 2, 3, 5}, sortable=False)
-        agents = "".join(f"<li><code>{esc(a)}</code></li>" for a in item.agents)
+        agents = "".join(f'<li class="exec"><code>{esc(a)}</code></li>' if a.split(":")[0] in item.execute_nodes
+                         else f"<li><code>{esc(a)}</code></li>" for a in item.agents)
         parent = f"<p>Parent: {esc(item.parent)}</p>" if item.parent else ""
         systems.append(
             f'<div class="system"><h3>{i}. {esc(c["name"])} <span class="muted">({esc(c["id"][:12])})</span></h3>'

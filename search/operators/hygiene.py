@@ -20,7 +20,7 @@ _GENERIC = {"", "proposal", "system", "new", "new-system", "short-name", "name",
             "better", "better-system", "design", "agent", "agents", "multi-agent", "solver", "repaired", "unnamed",
             "meta-invent", "meta-mutate", "meta-crossover", "meta-rewrite", "meta-repair", "what-the-system-does"}
 _MODULE_WORD = {"predict": "direct", "chain_of_thought": "cot", "react": "react", "program_of_thought": "pot",
-                "refine": "refine"}
+                "refine": "refine", "execute": "check"}
 # The format's own placeholder copied ("what-the-system-does, e.g. plan-then-solve"), or a sentence about the
 # task ("the-system-correctly-completes-the-function-sort"): neither names a design.
 _ECHO = re.compile(r"(^|-)(what-(the|this|a)-system|e-g|the-system|this-system)(-|$)")

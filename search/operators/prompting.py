@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from masforge.genome.schema import Genome
+from masforge.genome.schema import EXECUTE_MODULE, Genome
 from masforge.search.population import Candidate
 from masforge.text import shorten
 
@@ -36,7 +36,8 @@ def genome_brief(genome: Genome, *, max_instructions: int = 160, max_code: int =
             item["adapter"] = a.adapter
         if a.signature:
             item["signature"] = a.signature
-        item["instructions"] = shorten(a.instructions, max_instructions)
+        if a.module != EXECUTE_MODULE:  # an execute node has no prompt
+            item["instructions"] = shorten(a.instructions, max_instructions)
         agents.append(item)
     data: dict[str, Any] = {"name": genome.name, "agents": agents,
                             "edges": [f"{x} -> {y}" for x, y in genome.topology.edges]}
@@ -46,6 +47,8 @@ def genome_brief(genome: Genome, *, max_instructions: int = 160, max_code: int =
         data["aggregation"] = genome.topology.aggregation
     if genome.topology.aggregation == "judge":
         data["judge"] = genome.topology.judge
+    if genome.topology.conditions:
+        data["conditions"] = dict(genome.topology.conditions)
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=1000, allow_unicode=True).strip()
 
 

@@ -1,5 +1,5 @@
 """The proposal format a meta-agent writes, and reading it back: a compact JSON schema for config genomes
-(:class:`ProposalSpec`: rationale, name, agents, ``"a -> b"`` edges, rounds, aggregation, judge) and a
+(:class:`ProposalSpec`: rationale, name, agents, ``"a -> b"`` edges, conditions, rounds, aggregation, judge) and a
 fenced ``python`` block defining ``forward(inputs)`` for code genomes.
 
 Parsing is tolerant (fences, chatter around the JSON, trailing commas, aliases such as ``cot``, YAML
@@ -20,10 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from masforge.genome.io import format_validation_error
 from masforge.genome.outline import outline
-from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Agent, Aggregation, Genome, Topology
+from masforge.genome.schema import AGENT_MODULES, AGGREGATIONS, Agent, Aggregation, Genome, Topology, Verdict
+from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
 from masforge.runtime.adapters import ADAPTERS
+from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD, VERDICTS
 from masforge.runtime.standalone.plain_adapter import strip_think
 
 GenomeKind = Literal["config", "code"]
@@ -34,7 +36,16 @@ _MODULE_ALIASES = {
     "pot": "program_of_thought", "program": "program_of_thought", "code": "program_of_thought",
     "self_refine": "refine", "refinement": "refine", "reflexion": "refine", "direct": "predict",
     "prediction": "predict", "io": "predict",
+    "exec": "execute", "execution": "execute", "executor": "execute", "runcode": "execute", "runtests": "execute",
+    "testgate": "execute", "testrunner": "execute", "codeexecution": "execute", "sandbox": "execute",
 }
+_VERDICT_ALIASES = {"pass": "pass", "passed": "pass", "passes": "pass", "passing": "pass", "success": "pass",
+                    "ok": "pass", "true": "pass", "fail": "fail", "failed": "fail", "fails": "fail",
+                    "failing": "fail", "failure": "fail", "error": "fail", "false": "fail"}
+# An edge written with its condition: "check -fail-> fixer", "check -[fail]-> fixer", "check -> fixer [fail]",
+# "check -> fixer (if fail)", "check -> fixer: on fail", "check -> fixer if fails".
+_LABELLED_ARROW = re.compile(r"^(.+?)\s*-+\s*[\[(]?\s*(?:if|on|when)?\s*([A-Za-z]+)\s*[\])]?\s*-*>\s*(.+)$")
+_TRAILING_VERDICT = re.compile(r"^(.+?)(?:\s*[\[(:,]\s*|\s+)(?:(?:if|on|when)\s+)?([A-Za-z]+)\s*[\])]?$")
 _AGGREGATION_ALIASES = {"vote": "majority_vote", "majority": "majority_vote", "voting": "majority_vote",
                         "self_consistency": "majority_vote", "final": "last", "none": "last",
                         "examples": "run_examples", "tests": "run_examples", "run_tests": "run_examples",
@@ -72,11 +83,24 @@ class AgentSpec(BaseModel):
     id: str
     role: str = ""
     instructions: str = ""
-    module: Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine"] = "predict"
+    module: Literal["predict", "chain_of_thought", "react", "program_of_thought", "refine", "execute"] = "predict"
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     copies: int = Field(default=1, ge=1, le=16)
     tools: list[str] = Field(default_factory=list)
     adapter: Literal["auto", "chat", "json", "plain"] = "auto"
+    signature: str | None = None
+    """Read only for a test writer (a signature whose outputs are just ``tests``): any other agent's signature
+    follows from its wiring, as it always has for proposals."""
+
+    def test_signature(self) -> str | None:
+        """The agent's signature if it writes only ``tests`` (a test writer for an execute node), else None."""
+        if not self.signature or self.module == EXECUTE_MODULE:
+            return None
+        try:
+            sig = parse_signature(self.signature)
+        except ValueError:
+            return None
+        return str(sig) if sig.output_names == [TESTS_FIELD] else None
 
 
 class ProposalSpec(BaseModel):
@@ -91,6 +115,7 @@ class ProposalSpec(BaseModel):
     rounds: int = Field(default=1, ge=1, le=10)
     aggregation: Aggregation = "last"
     judge: str | None = None
+    conditions: dict[str, Verdict] = Field(default_factory=dict)
 
 
 def proposal_json_schema() -> dict[str, Any]:
@@ -110,11 +135,12 @@ def proposal_json_schema() -> dict[str, Any]:
             "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,23}$"},
             "role": {"type": "string"},
             "instructions": {"type": "string"},
-            "module": {"type": "string", "enum": list(MODULE_KINDS)},
+            "module": {"type": "string", "enum": list(AGENT_MODULES)},
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
             "copies": {"type": "integer", "minimum": 1, "maximum": 16},
             "tools": {"type": "array", "items": {"type": "string", "enum": tool_names()}, "maxItems": 3},
             "adapter": {"type": "string", "enum": list(ADAPTERS)},
+            "signature": {"type": "string"},
         },
         "required": ["id", "role", "instructions", "module"],
     }
@@ -128,6 +154,7 @@ def proposal_json_schema() -> dict[str, Any]:
             "rounds": {"type": "integer", "minimum": 1, "maximum": 10},
             "aggregation": {"type": "string", "enum": list(AGGREGATIONS)},
             "judge": {"type": ["string", "null"]},
+            "conditions": {"type": "object", "additionalProperties": {"type": "string", "enum": list(VERDICTS)}},
         },
         "required": ["rationale", "name", "agents", "edges"],
     }
@@ -275,7 +302,7 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
     data = dict(data)
     topo = data.pop("topology", None)
     if isinstance(topo, dict):
-        for key in ("edges", "rounds", "aggregation", "judge"):
+        for key in ("edges", "rounds", "aggregation", "judge", "conditions"):
             if topo.get(key) is not None:  # an empty topology must not turn missing fields into nulls
                 data.setdefault(key, topo[key])
     agents = data.get("agents")
@@ -310,6 +337,10 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
             for key in ("role", "instructions"):
                 if key in a:
                     a[key] = str(a[key]).strip()
+            if a.get("module") == EXECUTE_MODULE:
+                # an execute node calls no LM: what a model writes there ("run the tests") means nothing
+                for key in ("instructions", "temperature", "copies", "tools", "adapter", "lm", "signature"):
+                    a.pop(key, None)
             if any(isinstance(f, dict) and f.get("id") == a["id"] for f in fixed):
                 continue  # a repeated agent (small models loop): edges can only mean the first one
             fixed.append(a)
@@ -324,13 +355,18 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
     edges = data.get("edges")
     if isinstance(edges, str):
         edges = [e for e in re.split(r"[,;\n]", edges) if e.strip()]
+    conditions: dict[str, Any] = {}
     if isinstance(edges, list):
         out = []
         for e in edges:
+            verdict = None
             if isinstance(e, dict):
                 src = e.get("from", e.get("source", e.get("src")))
                 dst = e.get("to", e.get("target", e.get("dst")))
+                verdict = _verdict(e.get("when", e.get("if", e.get("condition", e.get("on")))))
                 e = [src, dst]
+            elif isinstance(e, str):
+                e, verdict = _split_condition(e)
             if isinstance(e, list | tuple) and len(e) == 2:
                 out.append(f"{end(e[0])} -> {end(e[1])}")
             elif isinstance(e, str):
@@ -338,7 +374,19 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
                 out.append(" -> ".join(end(p) for p in parts) if len(parts) == 2 else e)
             else:
                 out.append(str(e))
+            if verdict is not None:
+                conditions[out[-1]] = verdict
         data["edges"] = out
+    given = data.get("conditions")
+    if isinstance(given, list):  # [{"edge": "a -> b", "when": "fail"}] or [["a -> b", "fail"]]
+        given = dict(_condition_item(c) for c in given if _condition_item(c) is not None)
+    if isinstance(given, dict):
+        for key, verdict in given.items():
+            parts = _ARROWS.split(str(key).strip())
+            edge = " -> ".join(end(p) for p in parts) if len(parts) == 2 else str(key)
+            conditions[edge] = _verdict(verdict) or verdict
+    if conditions or "conditions" in data:
+        data["conditions"] = conditions
     if "rounds" in data and data["rounds"] is not None:
         data["rounds"] = _clamp(data["rounds"], 1, 10, as_int=True)
     agg = data.get("aggregation")
@@ -358,6 +406,41 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
         data["rationale"] = str(data["rationale"])
     _drop_unwired(data)
     return data
+
+
+def _verdict(value: Any) -> str | None:
+    """``pass`` or ``fail`` for the ways a model writes them (``failed``, ``on_fail``, ``False``...); else None."""
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    text = re.sub(r"^(?:on|if|when)[\s_-]+", "", str(value or "").strip().lower())
+    return _VERDICT_ALIASES.get(text)
+
+
+def _split_condition(edge: str) -> tuple[str, str | None]:
+    """An edge written with its condition, as ``("a -> b", verdict)``; ``(edge, None)`` for a plain edge."""
+    text = edge.strip()
+    m = _LABELLED_ARROW.match(text)
+    if m and _verdict(m.group(2)):
+        return f"{m.group(1).strip()} -> {m.group(3).strip()}", _verdict(m.group(2))
+    m = _TRAILING_VERDICT.match(text)
+    ends = _ARROWS.split(m.group(1).strip()) if m else []
+    if m and _verdict(m.group(2)) and len(ends) == 2 and all(p.strip() for p in ends):
+        return m.group(1).strip(), _verdict(m.group(2))
+    return edge, None
+
+
+def _condition_item(item: Any) -> tuple[str, Any] | None:
+    if isinstance(item, dict):
+        edge = item.get("edge")
+        if edge is None and item.get("from") is not None:
+            edge = f"{item.get('from')} -> {item.get('to')}"
+        return (str(edge), item.get("when", item.get("if", item.get("verdict", item.get("on"))))) \
+            if edge is not None else None
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return str(item[0]), item[1]
+    if isinstance(item, list | tuple) and len(item) == 3:
+        return f"{item[0]} -> {item[1]}", item[2]
+    return None
 
 
 def _drop_unwired(data: dict[str, Any]) -> None:
@@ -380,10 +463,11 @@ def spec_to_genome(spec: ProposalSpec, *, inputs: Sequence[str] = ("question",),
     """The config :class:`Genome` a proposal describes (raises :class:`ProposalParseError` on a bad shape)."""
     try:
         agents = [Agent(id=a.id, role=a.role, instructions=a.instructions, module=a.module,
-                        temperature=a.temperature, copies=a.copies, tools=list(a.tools), adapter=a.adapter)
+                        temperature=a.temperature, copies=a.copies, tools=list(a.tools), adapter=a.adapter,
+                        signature=a.test_signature())
                   for a in spec.agents]
         topology = Topology(edges=list(spec.edges), rounds=spec.rounds, aggregation=spec.aggregation,
-                            judge=spec.judge)
+                            judge=spec.judge, conditions=dict(spec.conditions))
         return Genome(kind="config", name=_slug(spec.name, name), description=spec.rationale[:400],
                       inputs=list(inputs), outputs=list(outputs), agents=agents, topology=topology)
     except ValidationError as exc:

@@ -1,7 +1,8 @@
 """Cheap, LLM-free genome edits: add/remove an agent, add a sampled branch beside an answering agent, rewire
-an edge, change a module kind, copies, rounds, temperature, aggregation, an agent's model or its prompt adapter;
-and a structural crossover. Every result is validated; an edit that breaks the genome is retried with another
-edit."""
+an edge, change a module kind, copies, rounds, temperature, aggregation, an agent's model or its prompt adapter,
+and the execution and control edits of :mod:`.execution` (test gate, repair loop, escalation, test writer); and a
+structural crossover. Every result is validated; an edit that breaks the genome is retried with another edit.
+:data:`EDIT_FAMILIES` groups the edits by what they change."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from masforge.genome.outline import outline
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Agent, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
+from masforge.runtime.standalone.names import EXECUTE_MODULE
+from masforge.search.operators.execution import EXECUTION_EDITS, prune_conditions
 from masforge.search.operators.proposal import MAX_AGENTS
 
 Edit = Callable[[Genome, random.Random], str | None]
@@ -37,6 +40,11 @@ def _feeders(genome: Genome) -> list[str]:
     return [a for a, b in genome.topology.edges if b == "output"]
 
 
+def _lm_agents(genome: Genome) -> list[Agent]:
+    """The agents that call an LM (an execute node has no module, copies, temperature or adapter to change)."""
+    return [a for a in genome.agents if a.module != EXECUTE_MODULE]
+
+
 def add_agent(g: Genome, rng: random.Random) -> str | None:
     """Insert a checker agent between an output feeder and output."""
     feeders = _feeders(g)
@@ -59,7 +67,7 @@ def add_sampled_branch(g: Genome, rng: random.Random) -> str | None:
     there was none. Unlike raising the original's copies, this keeps the original (often greedy) answer among
     the candidates: best-of-n as in self-consistency and AlphaCode/CodeT filtering."""
     judge = g.topology.judge if g.topology.aggregation == "judge" else None
-    feeders = [a for a in _feeders(g) if a != judge]
+    feeders = [a for a in _feeders(g) if a != judge and a in {x.id for x in _lm_agents(g)}]
     if not feeders or len(g.agents) >= MAX_AGENTS:
         return None
     src_id = rng.choice(feeders)
@@ -84,6 +92,7 @@ def _drop(g: Genome, victim: str) -> None:
     edges += [(a, b) for a in ins for b in outs if a != b and not (a == "input" and b == "output")]
     g.topology.edges = list(dict.fromkeys(edges))
     g.agents = [a for a in g.agents if a.id != victim]
+    prune_conditions(g)  # its conditional edges went with it
 
 
 def remove_agent(g: Genome, rng: random.Random) -> str | None:
@@ -130,7 +139,7 @@ def rewire(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_module(g: Genome, rng: random.Random) -> str | None:
-    agent = rng.choice(g.agents)
+    agent = rng.choice(_lm_agents(g))
     kinds = [k for k in MODULE_KINDS if k not in (agent.module, "react")]
     new = rng.choice(kinds)
     old, agent.module = agent.module, new
@@ -140,7 +149,7 @@ def change_module(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_copies(g: Genome, rng: random.Random) -> str | None:
-    agent = rng.choice(g.agents)
+    agent = rng.choice(_lm_agents(g))
     new = rng.choice([c for c in (1, 3, 5) if c != agent.copies])
     old, agent.copies = agent.copies, new
     if new > 1 and g.topology.aggregation == "last" and (agent.id, "output") in g.topology.edges:
@@ -155,7 +164,7 @@ def change_rounds(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_temperature(g: Genome, rng: random.Random) -> str | None:
-    agent = rng.choice(g.agents)
+    agent = rng.choice(_lm_agents(g))
     new = rng.choice([t for t in TEMPERATURES if t != agent.temperature])
     old, agent.temperature = agent.temperature, new
     return f"{agent.id}.temperature {old} -> {new}"
@@ -173,7 +182,7 @@ def change_aggregation(g: Genome, rng: random.Random) -> str | None:
 
 
 def change_lm(g: Genome, rng: random.Random, aliases: tuple[str, ...] = ("worker", "meta")) -> str | None:
-    agent = rng.choice(g.agents)
+    agent = rng.choice(_lm_agents(g))
     options = [a for a in aliases if a != agent.lm]
     if not options:
         return None
@@ -184,7 +193,7 @@ def change_lm(g: Genome, rng: random.Random, aliases: tuple[str, ...] = ("worker
 def change_adapter(g: Genome, rng: random.Random) -> str | None:
     """Switch how one agent talks to its LM (plain chat, dspy's field markers, JSON, or the LM's default),
     so the prompt format co-evolves with roles and topology."""
-    agent = rng.choice(g.agents)
+    agent = rng.choice(_lm_agents(g))
     old = agent.adapter
     agent.adapter = rng.choice([a for a in ADAPTERS if a != old])
     return f"{agent.id}.adapter {old} -> {agent.adapter}"
@@ -195,7 +204,17 @@ EDITS: dict[str, Edit] = {
     "rewire": rewire, "change_module": change_module, "change_copies": change_copies,
     "change_rounds": change_rounds, "change_temperature": change_temperature,
     "change_aggregation": change_aggregation, "change_adapter": change_adapter,
+    **EXECUTION_EDITS,
 }
+
+EDIT_FAMILIES: dict[str, tuple[str, ...]] = {
+    "execution": tuple(EXECUTION_EDITS),
+    "sampling": ("add_sampled_branch", "change_copies", "change_temperature", "change_aggregation"),
+    "topology": ("add_agent", "remove_agent", "rewire", "change_rounds"),
+    "prompting": ("change_module", "change_adapter"),
+}
+"""Every edit of :data:`EDITS` in one family: what it changes (run code against checks and route on the verdict;
+how many answers and how they are picked; the wiring; how an agent is prompted)."""
 
 
 class Edited(NamedTuple):
@@ -224,6 +243,7 @@ def mutate_with(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | 
             if choose is not None:
                 pool.pop(name)  # an edit that cannot apply here is not drawn again for this genome
             continue
+        prune_conditions(child)  # an edit that removed an edge out of an execute node removes its condition
         child.metadata = {}
         if not problems(child) and child.id != genome.id:
             child.name = f"{genome.name.split('~')[0]}~{child.short_id[:6]}"
@@ -249,7 +269,8 @@ def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple
         taken = []
         for i, agent in enumerate(child.agents):
             donor = next((x for x in b.agents if x.id == agent.id), b.agents[i] if i < len(b.agents) else None)
-            if donor is None or rng.random() < 0.5:
+            if donor is None or (donor.module == EXECUTE_MODULE) != (agent.module == EXECUTE_MODULE) or \
+                    rng.random() < 0.5:
                 continue
             agent.instructions, agent.module = donor.instructions, donor.module
             agent.copies, agent.temperature, agent.role = donor.copies, donor.temperature, donor.role

@@ -1,7 +1,7 @@
 """Knapsack composition: build systems from the component inventory under a cost budget.
 
 Idea from "Automated Composition of Agents: A Knapsack Approach for Agentic Component Selection" (2025):
-treat every inventory component (agent fragment, tool, model alias) as a knapsack item whose weight is
+treat every inventory component (agent fragment, tool, model alias, graph pattern) as a knapsack item whose weight is
 its cost per use and whose value is measured, not guessed, by trying it on a few probe examples; then
 select items with an *online* knapsack rule, so that the selection does not depend on seeing every
 component first and a component is judged by value per dollar against a bar that rises as the budget
@@ -12,9 +12,12 @@ fills. The accepted components are wired into a pipeline genome and submitted.
    produces notes such as a plan) and evaluated on ``probes`` examples of the ``probe_split`` split
    with a separate small :class:`Evaluator` (default) or through ``ctx.submit`` (``probe_mode="submit"``,
    which makes probes real candidates). Solvers are worth their probe score; helpers are worth what
-   they add over the base solver alone. Model aliases are probed as the base solver's LM. Tools are
-   smoke-tested by calling them. A component that errors on at least ``broken_fraction`` of its probes
-   (or a tool whose call fails) is blacklisted, with everything that depends on it.
+   they add over the base solver alone. Model aliases are probed as the base solver's LM. Graph patterns
+   (execution and control genes: test gate, repair loop, escalation, test writer) are applied around the
+   base solver (three sampled copies of it for the patterns that only choose among answers) and are worth
+   what they add over the base solver alone. Tools are smoke-tested by calling them (patterns need python).
+   A component that errors on at least ``broken_fraction`` of its probes (or a tool whose call fails) is
+   blacklisted, with everything that depends on it.
 2. **Select** (online knapsack, Zhou, Chakrabarty & Lukose 2008, "Budget constrained bidding in keyword
    auctions and online knapsack problems"). Items arrive in some order; with ``z`` the fraction of the
    budget already used, accept an item iff it fits and its value density ``value / cost`` is at least
@@ -29,7 +32,8 @@ fills. The accepted components are wired into a pipeline genome and submitted.
    reviewers (critic, summariser) -> answer-producing post-processors (reviser, verifier) in a chain ->
    output; several candidates are combined by a judge if one was accepted, else by majority vote.
    Accepted tools are attached to agents that can use them (react gets all, program_of_thought python);
-   the best accepted model alias becomes every agent's LM.
+   the best accepted model alias becomes every agent's LM. Accepted patterns are then wrapped around the
+   answering agents in the order of :data:`PATTERN_ORDER` (one that does not fit is left out).
 4. **Repeat** with other arrival orders (the first round uses inventory order) while the budget and
    ``rounds`` allow; equal compositions are duplicates and cost nothing.
 
@@ -51,6 +55,7 @@ from masforge.genome.schema import Agent, Genome
 from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.operators.execution import apply_pattern
 from masforge.search.strategies.base import Strategy, bad_option, register
 
 Role = Literal["pre", "solver", "mid", "post", "judge"]
@@ -61,6 +66,12 @@ TOOL_SMOKE: dict[str, tuple[str, str | None]] = {
     "python": ("print(2+3)", "5"),
 }
 BASE_ID = "probe_base"
+PATTERN_ORDER = ("escalation", "repair_loop", "test_gate", "test_writer")
+"""The order accepted patterns are applied in: an escalation needs an answering agent wired to output; a repair
+loop then closes behind a gate that routes nothing yet; a test writer feeds every gate there is."""
+FILTER_PATTERNS = ("test_gate", "test_writer")
+"""Patterns that only choose among answers (no route): probed over three sampled copies of the base solver."""
+KINDS = ("agent", "tool", "model", "pattern")
 
 
 # ----------------------------------------------------------------------------------- the knapsack rule
@@ -161,9 +172,17 @@ def _fragment(comp: Any) -> Agent:
 
 
 def probe_genome(comp: Any, inputs: list[str], outputs: list[str]) -> tuple[Genome, bool]:
-    """The smallest system exercising an agent or model component, and whether it includes the base
+    """The smallest system exercising an agent, model or pattern component, and whether it includes the base
     solver (then the component's value is its gain over the base alone)."""
     name = f"probe-{comp.id}"
+    if comp.kind == "pattern":
+        base = _base_agent()
+        if comp.pattern in FILTER_PATTERNS:
+            base.copies = 3  # a filter needs answers to choose from (copies of a greedy LM sample)
+        genome = Genome(name=name, inputs=inputs, outputs=outputs, agents=[base],
+                        topology={"edges": [("input", BASE_ID), (BASE_ID, "output")]})
+        apply_pattern(genome, comp.pattern)
+        return genome, True
     if comp.kind == "model":
         base = _base_agent()
         base.lm = comp.model
@@ -243,6 +262,22 @@ def compose(selected: list[Any], inputs: list[str], outputs: list[str], *, tools
     return None
 
 
+def with_patterns(genome: Genome, patterns: list[tuple[str, str]]) -> tuple[Genome, list[str]]:
+    """``genome`` with the ``(component id, pattern)`` s applied in :data:`PATTERN_ORDER`, each only if it fits and
+    leaves a valid genome; the ids of the components applied (also added to the genome's ``components``)."""
+    applied: list[str] = []
+    for pattern in PATTERN_ORDER:
+        for cid, name in patterns:
+            if name != pattern:
+                continue
+            trial = genome.model_copy(deep=True)
+            if apply_pattern(trial, pattern) is not None and not problems(trial):
+                genome = trial
+                genome.components = list(dict.fromkeys([*genome.components, cid]))
+                applied.append(cid)
+    return genome, applied
+
+
 def _wire(layers: dict[Role, list[Agent]], inputs: list[str], outputs: list[str], *, use_pre: bool,
           use_mid: bool, use_post: bool, name: str) -> Genome:
     pre = layers["pre"] if use_pre else []
@@ -308,7 +343,7 @@ class Knapsack(Strategy):
     def __init__(self, budget: float = 0.002, probes: int = 3, probe_split: str = "train",
                  probe_mode: Literal["evaluator", "submit"] = "evaluator", rounds: int = 4,
                  inventory: str | None = None, components: list[Any] | None = None,
-                 broken_fraction: float = 0.5, kinds: tuple[str, ...] = ("agent", "tool", "model"),
+                 broken_fraction: float = 0.5, kinds: tuple[str, ...] = KINDS,
                  **options: Any) -> None:
         super().__init__(**options)
         if budget < 0:
@@ -317,9 +352,9 @@ class Knapsack(Strategy):
             raise bad_option("probe_mode", f"must be 'evaluator' or 'submit', got {probe_mode!r}")
         if not 0.0 < broken_fraction <= 1.0:
             raise bad_option("broken_fraction", f"must be in (0, 1], got {broken_fraction}")
-        unknown = [k for k in kinds if k not in ("agent", "tool", "model")]
+        unknown = [k for k in kinds if k not in KINDS]
         if unknown:
-            raise bad_option("kinds", f"unknown component kind '{unknown[0]}' (kinds: agent, tool, model)")
+            raise bad_option("kinds", f"unknown component kind '{unknown[0]}' (kinds: {', '.join(KINDS)})")
         if inventory is not None and not Path(inventory).is_file():
             raise bad_option("inventory", f"no inventory file {inventory} (a components.yaml)")
         self.budget = float(budget)
@@ -385,7 +420,7 @@ class Knapsack(Strategy):
             if comp.kind == "model" and comp.model not in ctx.client.lms:
                 cv.skipped = f"LM alias '{comp.model}' is not configured in this run"
                 continue
-            needs = comp.agent.tools if comp.kind == "agent" else []
+            needs = comp.agent.tools if comp.kind == "agent" else ["python"] if comp.kind == "pattern" else []
             bad_tools = [t for t in needs if self._tool_broken(t)]
             if bad_tools:
                 self._blacklist(ctx, cv, f"needs broken tool '{bad_tools[0]}'")
@@ -409,8 +444,9 @@ class Knapsack(Strategy):
         # A tool is worth what the best agent that can use it is worth.
         for comp in self._catalog.values():
             if comp.kind == "tool" and not self.values[comp.id].broken:
-                users = [self.values[c.id].value for c in self._catalog.values()
-                         if c.kind == "agent" and c.id in self.values and self._can_use(c.agent, comp.tool)]
+                users = [self.values[c.id].value for c in self._catalog.values() if c.id in self.values and (
+                    (c.kind == "agent" and self._can_use(c.agent, comp.tool))
+                    or (c.kind == "pattern" and comp.tool == "python"))]
                 self.values[comp.id].value = max(users, default=0.0)
 
     @staticmethod
@@ -519,6 +555,9 @@ class Knapsack(Strategy):
         tool_ids = {self._catalog[c].tool: c for c in accepted if self._catalog[c].kind == "tool"}
         genome = compose(agents, inputs, outputs, tools=tools, model=model, name=f"knapsack-r{self._round}",
                          tool_ids=tool_ids, model_id=model_id)
+        patterns = [(c, self._catalog[c].pattern) for c in accepted if self._catalog[c].kind == "pattern"]
+        if genome is not None and patterns:
+            genome, _ = with_patterns(genome, patterns)
         record = {"round": self._round, "order": order, "accepted": accepted, "used": ks.used,
                   "budget": self.budget, "decisions": ks.decisions, "genome": genome.id if genome else None}
         self.selections.append(record)

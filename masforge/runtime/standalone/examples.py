@@ -11,6 +11,8 @@ task states none) picks the answer.
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from collections.abc import Callable
 
@@ -82,15 +84,100 @@ def answer_code(answer: str) -> str:
     return "\n\n".join(blocks) if blocks else answer.strip()
 
 
-def check_program(code: str, checks: list[str], imports: list[str]) -> str:
+def check_program(code: str, checks: list[str], imports: list[str], marker: str = EXAMPLE_PASSED,
+                  explain: bool = False) -> str:
     """A program that runs ``code``, then each check in its own ``try``, and prints which ones passed on its last
-    line (last, because the tool keeps only the end of a long output)."""
-    parts = [*imports, _SAME, code, "", "__masforge_passed = []"]
+    line (last, because the tool keeps only the end of a long output), after ``marker``.
+
+    ``explain``: the last line is ``marker`` and a JSON object instead, ``{"passed": [...], "failed": {n: why}}``,
+    where ``why`` is the exception's type and message and, for a failed comparison, the value the code gave (the
+    first :data:`EXPLAINED_FAILURES` failures, each cut to a line; read it with :func:`read_check_report`)."""
+    parts = [*imports, _SAME, _EXPLAIN if explain else "", code, "", "__masforge_passed = []",
+             "__masforge_failed = {}"]
     for n, check in enumerate(checks):
-        body = "\n".join("    " + line for line in check.splitlines())
-        parts.append(f"try:\n{body}\n    __masforge_passed.append({n})\nexcept BaseException:\n    pass")
-    parts.append(f"print()\nprint({EXAMPLE_PASSED!r}, *__masforge_passed)")
+        if explain:
+            probe, test = _probed(check)
+            body = "\n".join("    " + line for line in [f"__masforge_got = {probe}", test] if probe) or \
+                "\n".join("    " + line for line in check.splitlines())
+            parts.append(f"__masforge_got = __masforge_unset\ntry:\n{body}\n    __masforge_passed.append({n})\n"
+                         f"except BaseException as __masforge_exc:\n"
+                         f"    __masforge_failed[{n}] = __masforge_why(__masforge_exc, __masforge_got)")
+        else:
+            body = "\n".join("    " + line for line in check.splitlines())
+            parts.append(f"try:\n{body}\n    __masforge_passed.append({n})\nexcept BaseException:\n    pass")
+    if explain:
+        parts.append(f"print()\nprint({marker!r}, __masforge_json.dumps({{'passed': __masforge_passed, "
+                     f"'failed': __masforge_failed}}))")
+    else:
+        parts.append(f"print()\nprint({marker!r}, *__masforge_passed)")
     return "\n".join(parts)
+
+
+EXPLAINED_FAILURES = 8
+"""How many failed checks an explaining check program describes (the rest only count)."""
+
+# Why a check failed, in one short line: the exception and, when a comparison failed, what the code returned.
+_EXPLAIN = f'''
+import json as __masforge_json
+
+__masforge_unset = object()
+
+
+def __masforge_why(exc, got):
+    if len(__masforge_failed) >= {EXPLAINED_FAILURES}:
+        return ""
+    try:
+        text = f"{{type(exc).__name__}}: {{exc}}" if str(exc) else type(exc).__name__
+    except BaseException:
+        text = type(exc).__name__
+    if got is not __masforge_unset:
+        try:
+            shown = repr(got)
+        except BaseException:
+            shown = "<unprintable>"
+        text += f" (got {{shown[:120]}})"
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+'''
+
+
+def _probed(check: str) -> tuple[str, str]:
+    """``(value, test)`` for a check that compares one value, ``assert f(x) == y`` or a doctest's
+    ``assert __masforge_same(f(x), 'y')``: the value alone and the check rewritten to compare
+    ``__masforge_got``, so a failure can say what the code returned. ``("", "")`` for any other check."""
+    try:
+        tree = ast.parse(check)
+    except (SyntaxError, ValueError):
+        return "", ""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert) or tree.body[0].msg is not None:
+        return "", ""
+    test = tree.body[0].test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        value, rest = test.left, test.comparators[0]
+        rewritten = f"assert __masforge_got == ({ast.get_source_segment(check, rest)})"
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "__masforge_same" \
+            and len(test.args) == 2 and not test.keywords:
+        value = test.args[0]
+        rewritten = f"assert __masforge_same(__masforge_got, {ast.get_source_segment(check, test.args[1])})"
+    else:
+        return "", ""
+    source = ast.get_source_segment(check, value)
+    return (f"({source})", rewritten) if source and "\n" not in source else ("", "")
+
+
+def read_check_report(output: str, marker: str, checks: int) -> tuple[set[int], dict[int, str]] | None:
+    """What an explaining check program's last ``marker`` line says: the numbers of the checks that passed and
+    why others failed; None when the program never got there (it crashed, timed out or printed no report)."""
+    lines = [line for line in output.splitlines() if line.startswith(marker + " ")]
+    if not lines:
+        return None
+    try:
+        data = json.loads(lines[-1][len(marker) + 1:])
+        passed = {int(n) for n in data["passed"] if 0 <= int(n) < checks}
+        failed = {int(n): str(why) for n, why in data["failed"].items() if 0 <= int(n) < checks}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return passed, failed
 
 
 def examples_passed(output: str, checks: int) -> int:

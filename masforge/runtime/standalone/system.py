@@ -17,6 +17,18 @@ masforge (``masforge.genome.compile``) and every exported module run systems wit
   field), ``run_examples`` (the vote among the candidates whose code passes the most examples the inputs
   state, run with the ``python`` tool; see :mod:`.examples`) or ``judge`` (a judge agent reads the inputs and
   all candidates).
+* An ``execute`` node calls no LM: it runs the code of its agent predecessors' answers (every copy) against the
+  examples the question states and the ``assert`` lines test-writing predecessors wrote in a ``tests`` field
+  (:mod:`.execute`), passes on the candidate that passes the most (stated examples first; then the vote among
+  those; then the newest; then the earliest listed) with a ``verdict`` (``pass``: it passed every check, or
+  there were none) and a ``report``. In a cycle it keeps its previous pick among the candidates, so a repair
+  that makes things worse never displaces a better answer.
+* A conditional edge (``conditions``: ``"check -> repairer": "fail"``) carries anything only while its source's
+  verdict is the one named. An agent with conditional edges in runs only when one of them carries; an agent
+  whose agent predecessors were all skipped is skipped; a skipped agent keeps no output. A cyclic component
+  ends early when, after a round, none of its LM agents would run again, and in its last round an agent with
+  conditional edges in does not run when nothing after it would read its output. Candidates come only
+  through edges to ``output`` that carry.
 * An agent talks to its LM through a prompt adapter: its own ``adapter`` choice, else (``auto``) the LM's
   (an LM object may carry ``adapter`` and ``is_local`` attributes; ``auto`` is ``plain`` on the embedded
   model and ``chat`` elsewhere).
@@ -37,7 +49,16 @@ import dspy
 
 from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
 from masforge.runtime.standalone.examples import passed_counts
-from masforge.runtime.standalone.names import JUDGE_INPUT, MESSAGES_INPUT, TOOL_ARG
+from masforge.runtime.standalone.execute import CheckRun, Checks, check_report, gather_checks, run_checks
+from masforge.runtime.standalone.names import (
+    EXECUTE_MODULE,
+    JUDGE_INPUT,
+    MESSAGES_INPUT,
+    REPORT_FIELD,
+    TESTS_FIELD,
+    TOOL_ARG,
+    VERDICT_FIELD,
+)
 from masforge.runtime.standalone.prompts import render_prompt
 
 # Custom dspy LMs (masforge's, the export's) implement forward(): dspy 3.4 marks that interface deprecated (removal
@@ -61,6 +82,7 @@ STEP_MODULES: dict[str, dict[str, str]] = {
     "react": {"main": "ReAct"},
     "program_of_thought": {"write": "Predict", "answer": "Predict"},
     "refine": {"main": "ChainOfThought", "critique": "Predict", "revise": "Predict"},
+    EXECUTE_MODULE: {},  # runs code, no dspy module
 }
 
 
@@ -107,11 +129,15 @@ class SystemSpec(NamedTuple):
     message_passing: str = "sequential"
     aggregation: str = "last"
     judge: str | None = None
+    conditions: dict[str, str] | None = None
+    """Conditional edges: ``"a -> b"`` -> the verdict of execute node ``a`` under which the edge carries."""
 
     def needed_tools(self) -> list[str]:
-        """Tools the system calls (program_of_thought and ``run_examples`` run programs with ``python``)."""
+        """Tools the system calls (program_of_thought, execute nodes and ``run_examples`` run programs with
+        ``python``)."""
         names = {t for a in self.agents.values() for t in a.tools}
-        if any(a.module == "program_of_thought" for a in self.agents.values()) or self.aggregation == "run_examples":
+        if any(a.module in ("program_of_thought", EXECUTE_MODULE) for a in self.agents.values()) or \
+                self.aggregation == "run_examples":
             names.add("python")
         return sorted(names)
 
@@ -201,6 +227,8 @@ def agent_steps(spec: AgentSpec) -> dict[str, tuple[str, str]]:
     """Each dspy step of an agent: step name -> (signature text, instructions)."""
     outs = spec.signature.split("->", 1)[1].strip()
     instr = spec.instructions
+    if spec.module == EXECUTE_MODULE:
+        return {}
     if spec.module in ("predict", "chain_of_thought", "react"):
         return {"main": (spec.signature, instr)}
     if spec.module == "program_of_thought":
@@ -294,6 +322,20 @@ class AgentProgram:
 # the system
 
 
+class RunState:
+    """What one run of a system has made so far: each agent's latest outputs and the step that made them, the
+    agents skipped at their latest turn, each execute node's previous pick, and the check runs done (the same
+    answer against the same checks runs once per run)."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[str, list[dict[str, Any]]] = {}
+        self.made: dict[str, int] = {}
+        self.skipped: set[str] = set()
+        self.picks: dict[str, tuple[dict[str, Any], int]] = {}
+        self.checked: dict[tuple[str, tuple[str, ...], tuple[str, ...]], CheckRun] = {}
+        self.step = 0
+
+
 class GraphRunner:
     """Runs a :class:`SystemSpec`: ``run(**inputs)`` returns the outputs and every candidate.
 
@@ -315,6 +357,21 @@ class GraphRunner:
         self.trace_hook = trace_hook
         self.fatal = fatal
         self.programs = {aid: AgentProgram(a, tools, descriptions) for aid, a in spec.agents.items()}
+        self.conditions = dict(spec.conditions or {})
+        self.gates: dict[str, list[str]] = {}
+        """Agent -> the sources of its conditional edges in."""
+        for key in self.conditions:
+            source, _, target = key.partition(" -> ")
+            self.gates.setdefault(target, []).append(source)
+        self.readers: dict[str, set[str]] = {}
+        """Agent -> the agents (and ``output``) that read its outputs."""
+        for aid, preds in spec.predecessors.items():
+            for pid in preds:
+                self.readers.setdefault(pid, set()).add(aid)
+        for aid in spec.output_agents:
+            self.readers.setdefault(aid, set()).add("output")
+        # Without conditions or execute nodes nothing is ever skipped: such systems run exactly as they always did.
+        self.controlled = bool(self.conditions) or any(a.module == EXECUTE_MODULE for a in spec.agents.values())
 
     def adapter_name(self, agent: AgentSpec) -> str:
         """The concrete prompt adapter ``agent`` uses with its LM."""
@@ -371,9 +428,9 @@ class GraphRunner:
             avail.update({k: inputs[k] for k in self.spec.inputs})
         entries: list[tuple[str, dict[str, Any]]] = []
         for pid in preds:
-            if pid == "input":
+            if pid == "input" or not self.carries(pid, agent.id, state):
                 continue
-            for copy, out in enumerate(state.get(pid, [])):
+            for copy, out in enumerate(state[pid]):
                 label = pid if len(state[pid]) == 1 else f"{pid}#{copy + 1}"
                 entries.append((label, out))
                 for k, v in out.items():
@@ -381,25 +438,123 @@ class GraphRunner:
         avail[MESSAGES_INPUT] = format_messages(entries)
         return {k: avail.get(k, NOT_AVAILABLE) for k in agent.inputs}
 
+    def carries(self, source: str, target: str, state: dict[str, list[dict[str, Any]]]) -> bool:
+        """Whether the edge ``source -> target`` carries anything now: its source has outputs and, if the edge is
+        conditional, the source's verdict is the one the condition names."""
+        outs = state.get(source)
+        if not outs:
+            return False
+        wanted = self.conditions.get(f"{source} -> {target}")
+        return wanted is None or outs[0].get(VERDICT_FIELD) == wanted
+
+    def may_run(self, aid: str, state: dict[str, list[dict[str, Any]]], skipped: set[str],
+                comp: list[str] | None = None, rest: list[str] | None = None) -> bool:
+        """Whether agent ``aid`` runs at its turn: a conditional edge into it carries (if it has any), and not every
+        agent before it was skipped. ``rest`` (the last round of cyclic component ``comp``: the agents still to
+        run in it) also skips an agent with conditional edges in when nothing after it would read its output."""
+        gates = self.gates.get(aid)
+        if gates and not any(self.carries(src, aid, state) for src in gates):
+            return False
+        preds = [p for p in self.spec.predecessors.get(aid, []) if p != "input"]
+        if preds and all(p in skipped for p in preds):
+            return False
+        if gates and rest is not None:
+            later = set(rest)
+            return any(r == "output" or r not in (comp or []) or r in later for r in self.readers.get(aid, ()))
+        return True
+
     def run(self, **inputs: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The outputs and every candidate (the outputs of each copy of each agent feeding output)."""
         spec = self.spec
-        state: dict[str, list[dict[str, Any]]] = {}
+        run = RunState()
+        state = run.outputs
         for comp, cyclic in spec.plan:
-            for r in range(spec.rounds if cyclic else 1):
+            rounds = spec.rounds if cyclic else 1
+            for r in range(rounds):
                 snapshot = {k: list(v) for k, v in state.items()}
-                for aid in comp:
+                for i, aid in enumerate(comp):
                     view = state
                     if spec.message_passing == "synchronous":
                         # Inside the cycle, agents only see the previous round.
                         view = {k: v for k, v in state.items() if k not in comp}
                         view.update({k: snapshot[k] for k in comp if k in snapshot})
                     agent = spec.agents[aid]
-                    state[aid] = self.run_agent(agent, self.context(agent, inputs, view), r)
-        candidates = [out for aid in spec.output_agents for out in state.get(aid, [])]
+                    rest = comp[i + 1:] if cyclic and r == rounds - 1 else None
+                    if self.controlled and not self.may_run(aid, view, run.skipped, comp, rest):
+                        state.pop(aid, None)
+                        run.skipped.add(aid)
+                        continue
+                    run.skipped.discard(aid)
+                    run.step += 1
+                    if agent.module == EXECUTE_MODULE:
+                        picked = self.execute(agent, inputs, view, run, r)
+                        if picked is None:  # no answer reached it
+                            state.pop(aid, None)
+                            run.skipped.add(aid)
+                            continue
+                        state[aid] = [picked]
+                    else:
+                        state[aid] = self.run_agent(agent, self.context(agent, inputs, view), r)
+                    run.made[aid] = run.step
+                if cyclic and self.controlled and r < rounds - 1 and not any(
+                        spec.agents[a].module != EXECUTE_MODULE and self.may_run(a, state, run.skipped) for a in comp):
+                    break  # no LM agent of the cycle would run again (e.g. the check passed: no repair)
+        candidates = [out for aid in spec.output_agents if self.carries(aid, "output", state) for out in state[aid]]
         if not candidates:
             raise SystemRunError(f"{spec.name}: no agent produced an answer")
         return self._aggregate(inputs, state, candidates), candidates
+
+    def execute(self, agent: AgentSpec, inputs: dict[str, Any], state: dict[str, list[dict[str, Any]]],
+                run: RunState, round_: int) -> dict[str, Any] | None:
+        """An execute node's outputs: its pick's fields, ``verdict`` and ``report`` (None: no candidate reached it).
+
+        Candidates: every copy's outputs of the agents before it that carry the first output field, and (in a
+        cycle) its own previous pick. It picks those passing the most checks (stated examples first, then written
+        tests), then the most common answer among them, then the newest, then the earliest listed."""
+        spec = self.spec
+        answer = spec.outputs[0]
+        cands: list[tuple[dict[str, Any], int]] = []
+        tests: list[str] = []
+        for pid in spec.predecessors[agent.id]:
+            if pid == "input" or not self.carries(pid, agent.id, state):
+                continue
+            for out in state[pid]:
+                if answer in out:
+                    cands.append((out, run.made.get(pid, 0)))
+                if TESTS_FIELD in out:
+                    tests.append(str(out[TESTS_FIELD]))
+        previous = run.picks.get(agent.id)
+        if previous is not None and not any(c is previous[0] for c, _ in cands):
+            cands.insert(0, previous)
+        if not cands:
+            return None
+        with self._scope(agent, 0, round_, self.context(agent, inputs, state)) as call:
+            question = "\n\n".join(str(inputs[k]) for k in spec.inputs if k in inputs)
+            checks = gather_checks(question, tests)
+            runs = [self._checked(str(c.get(answer, "")), checks, run) for c, _ in cands]
+            scores = [cr.score(checks) for cr in runs]
+            top = [i for i, score in enumerate(scores) if score == max(scores)]
+            keys = {i: normalise_answer(cands[i][0].get(answer, "")) for i in top}
+            votes = Counter(keys.values())
+            top = [i for i in top if votes[keys[i]] == max(votes.values())]
+            newest = max(cands[i][1] for i in top)
+            chosen = next(i for i in top if cands[i][1] == newest)
+            pick = cands[chosen]
+            run.picks[agent.id] = pick
+            verdict = "pass" if len(runs[chosen].passed) == len(checks.all) else "fail"
+            out = {k: v for k, v in pick[0].items() if k not in (VERDICT_FIELD, REPORT_FIELD)}
+            out.update({VERDICT_FIELD: verdict, REPORT_FIELD: check_report(runs[chosen], checks)})
+            if call is not None:
+                call.outputs = out
+        return out
+
+    def _checked(self, answer: str, checks: Checks, run: RunState) -> CheckRun:
+        if not checks.all:
+            return CheckRun(frozenset(), {})  # nothing to run
+        key = (answer, tuple(checks.all), tuple(checks.imports))
+        if key not in run.checked:
+            run.checked[key] = run_checks(answer, checks, self.tools["python"])
+        return run.checked[key]
 
     def _aggregate(self, inputs: dict[str, Any], state: dict[str, list[dict[str, Any]]],
                    candidates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -415,7 +570,9 @@ class GraphRunner:
         elif spec.aggregation == "judge" and spec.judge:
             entries = []
             for aid in spec.output_agents:
-                for copy, out in enumerate(state.get(aid, [])):
+                if not self.carries(aid, "output", state):
+                    continue
+                for copy, out in enumerate(state[aid]):
                     entries.append((aid if len(state[aid]) == 1 else f"{aid}#{copy + 1}", out))
             avail = {**{k: inputs[k] for k in spec.inputs}, JUDGE_INPUT: format_messages(entries)}
             judge = spec.agents[spec.judge]

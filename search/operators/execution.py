@@ -1,0 +1,253 @@
+"""Execution and control edits: wrap a system's answering agents in execute nodes and conditional edges.
+
+* a **test gate**: an execute node between the answering agents and ``output`` (the answer whose code passes the
+  most checks wins);
+* a **repair loop**: a gate whose ``fail`` edge sends the code and its report to a repairer, whose repair goes
+  back to the gate (Self-Debugging);
+* an **escalation**: a gate on one answer whose ``pass`` edge answers and whose ``fail`` edge calls a sampled copy
+  of the answering agent, a second gate picking among the samples and the first answer (a cascade);
+* a **test writer**: an agent writing ``assert`` lines into ``tests`` for every gate (CodeT).
+
+The ``insert_*`` functions apply a pattern at a given place (knapsack composition uses them through
+:func:`apply_pattern`); the ``add_*`` edits choose the place at random and return a description, or None where
+the pattern cannot change what the system answers. The repairer and the test writer are the inventory's
+``code_repairer`` and ``test_writer`` fragments.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+from masforge.genome.graph import Wiring
+from masforge.genome.schema import Agent, Genome
+from masforge.genome.validate import agent_signature
+from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD
+from masforge.search.operators.proposal import MAX_AGENTS
+
+REPAIR_ROUNDS = (2, 3)
+"""Rounds of a new repair loop: the gate checks that many times, so at most one or two repairs."""
+ESCALATION_COPIES = (3, 5)
+"""Samples an escalation draws when the first answer fails."""
+
+
+@functools.cache
+def _fragment_source(component: str) -> Agent:
+    from masforge.seeds import load_inventory
+
+    return next(c.agent for c in load_inventory() if c.id == component and c.agent is not None)
+
+
+def inventory_agent(component: str, agent_id: str) -> Agent:
+    """A fresh copy of the shipped inventory's agent fragment ``component``, called ``agent_id``."""
+    agent = _fragment_source(component).model_copy(deep=True)
+    agent.id = agent_id
+    return agent
+
+
+def fresh_id(genome: Genome, base: str) -> str:
+    """``base``, or ``base_2``, ``base_3``, ... : an agent id the genome does not use yet."""
+    ids = {a.id for a in genome.agents}
+    if base not in ids:
+        return base
+    i = 2
+    while f"{base}_{i}" in ids:
+        i += 1
+    return f"{base}_{i}"
+
+
+def answering_feeders(genome: Genome) -> list[str]:
+    """The LM agents with an edge to ``output`` that write its first field (not the judge), in agent order."""
+    topo = genome.topology
+    judge = topo.judge if topo.aggregation == "judge" else None
+    feeding = {a for a, b in topo.edges if b == "output"}
+    wiring = Wiring(genome)
+    return [a.id for a in genome.agents if a.id in feeding and a.id != judge and a.module != EXECUTE_MODULE
+            and genome.outputs[0] in agent_signature(genome, a, wiring).output_names]
+
+
+def gates(genome: Genome) -> list[str]:
+    """The execute nodes with an edge to ``output``, in agent order."""
+    feeding = {a for a, b in genome.topology.edges if b == "output"}
+    return [a.id for a in genome.agents if a.module == EXECUTE_MODULE and a.id in feeding]
+
+
+def prune_conditions(genome: Genome) -> None:
+    """Drop conditions whose edge an edit removed (they would name no edge)."""
+    edges = {f"{a} -> {b}" for a, b in genome.topology.edges}
+    genome.topology.conditions = {k: v for k, v in genome.topology.conditions.items() if k in edges}
+
+
+def _answers_into(genome: Genome, node: str) -> int:
+    """How many answers reach execute node ``node``: the copies of the agents before it that write the answer."""
+    wiring = Wiring(genome)
+    return sum(wiring.agents[p].copies for p in wiring.predecessors(node) if p != "input"
+               and genome.outputs[0] in agent_signature(genome, wiring.agents[p], wiring).output_names)
+
+
+def _routes(genome: Genome, node: str) -> bool:
+    return any(k.startswith(f"{node} -> ") for k in genome.topology.conditions)
+
+
+# ------------------------------------------------------------------------------------------------ patterns
+
+
+def insert_test_gate(genome: Genome, sources: list[str]) -> str:
+    """Put a new execute node between ``sources`` (agents feeding ``output``) and ``output``; its id."""
+    check = fresh_id(genome, "check")
+    genome.agents.append(Agent(id=check, module=EXECUTE_MODULE))
+    topo = genome.topology
+    topo.edges = [e for e in topo.edges if not (e[1] == "output" and e[0] in sources)]
+    topo.edges += [*((s, check) for s in sources), (check, "output")]
+    prune_conditions(genome)
+    return check
+
+
+def insert_repair_loop(genome: Genome, check: str, rounds: int) -> str:
+    """Close a repair loop behind execute node ``check``: on ``fail`` a repairer (the inventory's
+    ``code_repairer``, listed just before ``check``) reads the code and the report and hands its repair back to
+    ``check``; at least ``rounds`` rounds. The repairer's id."""
+    repairer = inventory_agent("code_repairer", fresh_id(genome, "repairer"))
+    at = next(i for i, a in enumerate(genome.agents) if a.id == check)
+    genome.agents.insert(at, repairer)  # before the check: its last round ends with a check, never a lost repair
+    topo = genome.topology
+    topo.edges += [("input", repairer.id), (check, repairer.id), (repairer.id, check)]
+    topo.conditions = {**topo.conditions, f"{check} -> {repairer.id}": "fail"}
+    topo.rounds = max(topo.rounds, rounds)
+    return repairer.id
+
+
+def insert_escalation(genome: Genome, source: str, copies: int) -> tuple[str, str, str]:
+    """Escalate ``source`` (an agent feeding ``output``): a first check answers on ``pass``; on ``fail`` a sampled
+    copy of ``source`` (``copies`` samples, same prompt: its signature is written out so the fail edge adds no
+    messages) runs and a final check picks among the samples and ``source``'s answer. (first, sampler, final)."""
+    src = next(a for a in genome.agents if a.id == source)
+    first = fresh_id(genome, "first_check")
+    genome.agents.append(Agent(id=first, module=EXECUTE_MODULE))
+    sampler = src.model_copy(deep=True)
+    sampler.id = fresh_id(genome, f"{source}_sampled")
+    sampler.copies = copies
+    sampler.temperature = src.temperature or None  # None: copies of a greedy LM sample at the runtime's temperature
+    sampler.signature = str(agent_signature(genome, src))
+    genome.agents.append(sampler)
+    final = fresh_id(genome, "final_check")
+    genome.agents.append(Agent(id=final, module=EXECUTE_MODULE))
+    topo = genome.topology
+    feeds = [a for a, b in topo.edges if b == source and a != source]
+    topo.edges = [e for e in topo.edges if e != (source, "output")]
+    topo.edges += [(source, first), (first, "output"), (first, sampler.id), *((a, sampler.id) for a in feeds),
+                   (sampler.id, final), (source, final), (final, "output")]
+    topo.conditions = {**topo.conditions, f"{first} -> output": "pass", f"{first} -> {sampler.id}": "fail"}
+    prune_conditions(genome)
+    return first, sampler.id, final
+
+
+def insert_test_writer(genome: Genome, checks: list[str]) -> str:
+    """A test writer (the inventory's ``test_writer``, reading the genome inputs) feeding every execute node in
+    ``checks``; its id."""
+    writer = inventory_agent("test_writer", fresh_id(genome, "tester"))
+    writer.signature = f"{', '.join(genome.inputs)} -> {TESTS_FIELD}"
+    genome.agents.append(writer)
+    genome.topology.edges += [("input", writer.id), *((writer.id, c) for c in checks)]
+    return writer.id
+
+
+def apply_pattern(genome: Genome, pattern: str) -> str | None:
+    """Apply inventory pattern ``pattern`` to ``genome`` in place, deterministically (gates over every answering
+    agent, escalation of the first, three rounds of repair, five samples); a description, or None where it
+    does not fit (no answering agent, a judge picks the answer, too many agents)."""
+    if genome.topology.aggregation == "judge":
+        return None
+    feeders = answering_feeders(genome)
+    if pattern == "escalation":
+        if not feeders or len(genome.agents) + 3 > MAX_AGENTS:
+            return None
+        first, sampler, final = insert_escalation(genome, feeders[0], ESCALATION_COPIES[-1])
+        return f"escalate {feeders[0]} to {sampler} when {first} fails"
+    existing = [g for g in gates(genome) if not _routes(genome, g)]
+    if pattern == "test_gate":
+        if not feeders or len(genome.agents) + 1 > MAX_AGENTS:
+            return None
+        return f"test gate {insert_test_gate(genome, feeders)} over {', '.join(feeders)}"
+    if pattern == "repair_loop":
+        if len(genome.agents) + (1 if existing else 2) > MAX_AGENTS or not (existing or feeders):
+            return None
+        check = existing[-1] if existing else insert_test_gate(genome, feeders)
+        return f"repair loop behind {check} ({insert_repair_loop(genome, check, REPAIR_ROUNDS[-1])})"
+    if pattern == "test_writer":
+        checks = [a.id for a in genome.agents if a.module == EXECUTE_MODULE]
+        if len(genome.agents) + (1 if checks else 2) > MAX_AGENTS or not (checks or feeders):
+            return None
+        checks = checks or [insert_test_gate(genome, feeders)]
+        return f"tests by {insert_test_writer(genome, checks)} for {', '.join(checks)}"
+    raise ValueError(f"unknown pattern '{pattern}' (patterns: test_gate, repair_loop, escalation, test_writer)")
+
+
+# ------------------------------------------------------------------------------------------------ edits
+
+
+def add_test_gate(g: Genome, rng: random.Random) -> str | None:
+    """Insert an execute node between the answering agents and output (the answer passing the most of the task's
+    stated examples wins). Only where at least two answers reach it (over one answer it changes nothing) and the
+    output does not pick that way already (run_examples)."""
+    feeders = answering_feeders(g)
+    if g.topology.aggregation in ("judge", "run_examples") or not feeders or len(g.agents) >= MAX_AGENTS:
+        return None
+    if sum(a.copies for a in g.agents if a.id in feeders) < 2:
+        return None
+    check = insert_test_gate(g, feeders)
+    return f"add test gate {check} over {', '.join(feeders)}"
+
+
+def add_repair_loop(g: Genome, rng: random.Random) -> str | None:
+    """Close a repair loop (2 or 3 rounds) behind a test gate that routes nothing yet, creating the gate over the
+    answering agents if there is none: a failing answer goes with its execution report to a repairer."""
+    if g.topology.aggregation == "judge":
+        return None
+    free = [c for c in gates(g) if not _routes(g, c)]
+    feeders = answering_feeders(g)
+    if len(g.agents) + (1 if free else 2) > MAX_AGENTS or not (free or feeders):
+        return None
+    check = rng.choice(free) if free else insert_test_gate(g, feeders)
+    rounds = rng.choice(REPAIR_ROUNDS)
+    repairer = insert_repair_loop(g, check, rounds)
+    return f"add repair loop {check} -> {repairer} on fail, {g.topology.rounds} rounds"
+
+
+def add_escalation(g: Genome, rng: random.Random) -> str | None:
+    """Escalate an answering agent: its answer is checked and, only if it fails the stated examples, 3 or 5
+    samples of it are drawn and the best-passing answer taken."""
+    feeders = [f for f in answering_feeders(g) if g.agent(f).copies == 1]
+    if g.topology.aggregation == "judge" or not feeders or len(g.agents) + 3 > MAX_AGENTS:
+        return None
+    source = rng.choice(feeders)
+    first, sampler, final = insert_escalation(g, source, rng.choice(ESCALATION_COPIES))
+    return f"add escalation of {source}: {g.agent(sampler).copies} samples when {first} fails"
+
+
+def add_test_writer(g: Genome, rng: random.Random) -> str | None:
+    """Give the execute nodes a test writer (its asserts join the stated examples), creating a test gate over the
+    answering agents if there is none. Only where the verdict or the pick can change: a gate that routes, sits
+    in a loop or chooses among several answers."""
+    checks = [a.id for a in g.agents if a.module == EXECUTE_MODULE
+              and not any(TESTS_FIELD in agent_signature(g, g.agent(p)).output_names
+                          for p, b in g.topology.edges if b == a.id and p != "input")]
+    feeders = answering_feeders(g)
+    if not checks:
+        if g.topology.aggregation == "judge" or sum(g.agent(f).copies for f in feeders) < 2:
+            return None
+        if len(g.agents) + 2 > MAX_AGENTS:
+            return None
+        checks = [insert_test_gate(g, feeders)]
+    elif len(g.agents) >= MAX_AGENTS:
+        return None
+    useful = [c for c in checks if _routes(g, c) or _answers_into(g, c) > 1]
+    if not useful:
+        return None
+    writer = insert_test_writer(g, useful)
+    return f"add test writer {writer} for {', '.join(useful)}"
+
+
+EXECUTION_EDITS = {"add_test_gate": add_test_gate, "add_repair_loop": add_repair_loop,
+                   "add_escalation": add_escalation, "add_test_writer": add_test_writer}
+"""The execution and control edits by name (registered in :data:`masforge.search.operators.structural.EDITS`)."""
