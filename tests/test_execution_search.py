@@ -323,3 +323,24 @@ def test_the_report_draws_execute_nodes_and_conditional_edges_apart() -> None:
     svg = lineage_svg(nodes)
     assert svg.count("runs code</text>") == 1 and 'class="node best exec"' in svg
     assert "check -[fail]-&gt; repairer" in svg
+
+
+def test_tune_leaves_execute_nodes_alone():
+    """Tune's knobs are LM settings: an execute node has none, so no trial changes it (or makes it invalid)."""
+    import optuna
+
+    from masforge.genome.validate import problems
+    from masforge.search.strategies import get_strategy
+    from masforge.seeds import load_seed
+
+    base = load_seed("escalate")
+    tune = get_strategy("tune")
+    tune.base = base
+    tune._space()
+    assert not [k for k in tune._params_of(base) if k.startswith(("first_check", "final_check"))]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(12):
+        g = tune.build(study.ask())
+        assert not problems(g)
+        execute = [a for a in g.agents if a.module == "execute"]
+        assert execute and all(a.copies == 1 and a.temperature is None for a in execute)

@@ -52,6 +52,7 @@ from masforge.genome.graph import answers_at_output, cyclic_agents
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
+from masforge.runtime.standalone.names import EXECUTE_MODULE as EXECUTE
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import TEMPERATURES
 from masforge.search.population import Candidate
@@ -360,6 +361,8 @@ class Tune(Strategy):
         if "aggregation" in self.knobs:
             p["aggregation"] = g.topology.aggregation
         for a in g.agents:
+            if a.module == EXECUTE:
+                continue  # runs code, no LM: it has no knobs
             if "temperature" in self.knobs:
                 p[f"{a.id}.temperature"] = a.temperature
             if "copies" in self.knobs and a.id != judge:
@@ -385,6 +388,8 @@ class Tune(Strategy):
             topo.aggregation = agg
         judge = topo.judge if topo.aggregation == "judge" else None
         for a in g.agents:
+            if a.module == EXECUTE:
+                continue  # runs code, no LM: it has no knobs
             if "temperature" in self.knobs:
                 a.temperature = trial.suggest_categorical(f"{a.id}.temperature", self._temps[a.id])
             if "copies" in self.knobs and a.id != judge:
