@@ -289,9 +289,16 @@ def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wirin
     if not preds:
         return [f"agents[{i}]: execute node '{agent.id}' has no agent before it (it runs their code); add an "
                 f"edge like 'coder -> {agent.id}'"]
-    if not any(answer in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds):
+    writers = [p for p in preds if answer in agent_signature(genome, wiring.agents[p], wiring).output_names]
+    if not writers:
         return [f"agents[{i}]: no agent before execute node '{agent.id}' writes '{answer}' (the code it runs); "
                 f"add an edge from an agent that answers"]
+    # A writer that runs only on this node's own verdict never runs: the node has nothing to check before it.
+    conditions = genome.topology.conditions
+    if all(f"{agent.id} -> {p}" in conditions for p in writers):
+        return [f"agents[{i}]: every agent writing the code execute node '{agent.id}' runs is gated by its own "
+                f"verdict, so none ever runs; add an edge from an agent that answers first, like "
+                f"'coder -> {agent.id}'"]
     return []
 
 

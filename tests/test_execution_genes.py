@@ -338,6 +338,27 @@ def test_an_execute_node_needs_an_answer_before_it(edit: tuple[str, str], expect
     assert expected in _problems(GATED.replace(*edit))
 
 
+def test_an_execute_node_needs_a_writer_its_own_verdict_does_not_gate() -> None:
+    """A repair loop whose first coder was removed: the repairer runs only when the check fails, and the check has
+    nothing to run until the repairer has written something, so the system would never answer."""
+    loop = """
+kind: config
+name: orphan_loop
+agents:
+  - {id: repairer, role: debugger}
+  - {id: check, module: execute}
+topology:
+  edges: [input -> repairer, input -> check, check -> repairer, repairer -> check, check -> output]
+  rounds: 3
+  conditions: {check -> repairer: fail}
+"""
+    assert _problems(loop) == [
+        "agents[1]: every agent writing the code execute node 'check' runs is gated by its own verdict, so none "
+        "ever runs; add an edge from an agent that answers first, like 'coder -> check'"]
+    fixed = loop.replace("{id: repairer, role: debugger}", "{id: coder}\n  - {id: repairer, role: debugger}")
+    assert _problems(fixed.replace("[input -> repairer,", "[input -> coder, coder -> check, input -> repairer,")) == []
+
+
 def test_conditions_must_name_an_edge_out_of_an_execute_node() -> None:
     assert _problems(GATED + "  conditions: {check -> coder: fail}") == [
         "topology.conditions: 'check -> coder' is not an edge in topology.edges; add the edge or remove its "
