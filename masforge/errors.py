@@ -66,5 +66,35 @@ class BudgetExceeded(MasforgeError):
         self.limit = limit
 
 
+class RunHalted(BudgetExceeded):
+    """The run cannot go on, whatever is left of its budget: the LM provider refuses it (a rejected key, an unknown
+    model, a server that does not answer) or the sandbox it needs is missing. It stops the run at once, like a
+    budget stop, and nothing it touched is stored as a score; the message names the cause and the fix."""
+
+
+class ProviderError(RunHalted):
+    """The LM provider refuses every request of this run: HTTP 401/403, an unknown model, a server that cannot be
+    reached (``limit`` is ``provider``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("provider", message)
+
+
+class SandboxUnavailable(RunHalted):
+    """Generated code would run with weaker isolation than the user accepted (``limit`` is ``sandbox``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("sandbox", message)
+
+
+def stop_error(limit: str, message: str) -> BudgetExceeded:
+    """The stop ``limit`` as its exception type again (a stop sent between processes travels as text)."""
+    if limit == "provider":
+        return ProviderError(message)
+    if limit == "sandbox":
+        return SandboxUnavailable(message)
+    return BudgetExceeded(limit, message)
+
+
 class ArchiveError(MasforgeError):
     """A path is not an archive, an id is unknown or ambiguous, or the archive is damaged."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import shutil
 import signal
 import site
@@ -39,13 +40,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from masforge.errors import SandboxError
+from masforge.errors import SandboxError, SandboxUnavailable
 
-__all__ = ["Isolation", "isolation", "sandbox_status", "startup_sweep"]
+__all__ = ["Isolation", "host_run_dir", "isolation", "remove_tree", "sandbox_status", "startup_sweep",
+           "sweep_run_dirs"]
 
 log = logging.getLogger("masforge.runtime.sandbox")
 
@@ -71,6 +74,8 @@ class Isolation:
     """Layers that are not available here, each with the reason or the fix."""
     bwrap: str | None = None
     unshare: str | None = None
+    accepted: bool = False
+    """The user chose this mode (``MASFORGE_SANDBOX``): generated code may run without the layers it lacks."""
 
     @property
     def pid_namespace(self) -> bool:
@@ -90,6 +95,18 @@ class Isolation:
         if self.root:
             out.append("per-run uid")
         return [*out, "process group", "lifeline", "rlimits", "scrubbed environment", "audit hook"]
+
+    def require_file_system_layer(self) -> None:
+        """Raise :class:`SandboxUnavailable` if generated code would run without the read-only file system view
+        and private /tmp while the user has not accepted that (by choosing a mode with ``MASFORGE_SANDBOX``)."""
+        if self.private_fs or self.accepted:
+            return
+        cause = next((m[m.index("(") + 1:-1] for m in self.missing if m.startswith("read-only file system view")),
+                     "bubblewrap is not available")
+        raise SandboxUnavailable(
+            f"generated code would run without the sandbox's read-only file system view and private /tmp ({cause}): "
+            "install bubblewrap (apt install bubblewrap, or `make bubblewrap`), or set MASFORGE_SANDBOX=unshare to "
+            "accept running it without that layer")
 
     def run_dir_on_host(self) -> bool:
         """Whether the run directory lives on the host (else: inside the sandbox's private /tmp)."""
@@ -154,17 +171,28 @@ def _bwrap_prefix(exe: str, *, root: bool, network: bool, disk_mb: int) -> list[
         elif os.path.isdir(d):
             cmd += ["--ro-bind", d, d]
             bound.append(d)
-    for d in _python_dirs():
-        if not _covered(d, bound) and not _covered(d, ["/proc", "/dev", "/tmp"]):
-            cmd += ["--ro-bind", d, d]
-            bound.append(d)
-    if not _covered(CHILD_SCRIPT, bound):
-        cmd += ["--ro-bind", CHILD_SCRIPT, CHILD_SCRIPT]
     cmd += ["--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--size", str(disk_mb * 1024 * 1024), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(_SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm",
-            "--chdir", "/"]
-    return cmd
+            "--perms", "1777", "--size", str(_SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm"]
+    # After the private /tmp is mounted: an interpreter or a clone under the system temp folder (a CI runner's
+    # checkout, a clone in /tmp) is bound into it read-only, and only those directories of it.
+    made: set[str] = set()
+    for d in [*_python_dirs(), CHILD_SCRIPT]:
+        if _covered(d, bound) or _covered(d, ["/proc", "/dev"]):
+            continue
+        # folders leading to it inside the private /tmp: traversable, like the host's (bubblewrap makes them 0700)
+        parent = os.path.dirname(d)
+        chain = []
+        while _covered(parent, ["/tmp", "/dev/shm"]) and parent not in ("/tmp", "/dev/shm") and parent not in made:
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(chain):
+            cmd += ["--perms", "0755", "--dir", folder]
+            made.add(folder)
+        cmd += ["--ro-bind", d, d]
+        if d != CHILD_SCRIPT:
+            bound.append(d)
+    return [*cmd, "--chdir", "/"]
 
 
 def _unshare_prefix(exe: str, *, root: bool, network: bool) -> list[str]:
@@ -181,14 +209,20 @@ def _unshare_prefix(exe: str, *, root: bool, network: bool) -> list[str]:
 # probing (once per process)
 
 
-def _works(command: list[str]) -> bool:
+def _works(command: list[str]) -> str | None:
+    """None if ``command`` runs and exits 0 here, else why not (the tool's own last line of error output)."""
     try:
         probe = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={"PATH": SAFE_PATH}, timeout=_PROBE_TIMEOUT_S,
+                               stderr=subprocess.PIPE, env={"PATH": SAFE_PATH}, timeout=_PROBE_TIMEOUT_S,
                                check=False, start_new_session=True)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return probe.returncode == 0
+    except subprocess.TimeoutExpired:
+        return f"it did not start a Python within {_PROBE_TIMEOUT_S:g} s"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if probe.returncode == 0:
+        return None
+    lines = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1].strip()[:300] if lines else f"exit status {probe.returncode}"
 
 
 def _probe(forced: str) -> Isolation:
@@ -198,31 +232,37 @@ def _probe(forced: str) -> Isolation:
     missing: list[str] = []
     if not root:
         missing.append("per-run uid (not root: sandboxed code runs as your user)")
+    failed: str | None = None
     if forced in ("auto", "bwrap") and bwrap is not None:
         iso = Isolation("bwrap", root, tuple(missing), bwrap=bwrap)
-        if _works(iso.command(python, network=False, disk_mb=64)):
+        failed = _works(iso.command(python, network=False, disk_mb=64))
+        if failed is None:
             return iso
     if forced == "bwrap":
-        raise SandboxError("MASFORGE_SANDBOX=bwrap but bubblewrap cannot create a sandbox here: install the "
-                           "Debian package bubblewrap (and allow user namespaces when not root) or unset it")
+        raise SandboxError(f"MASFORGE_SANDBOX=bwrap but bubblewrap cannot create a sandbox here ("
+                           f"{failed or 'bubblewrap is not installed'}): install the Debian package bubblewrap "
+                           "(and allow user namespaces when not root) or unset it")
     if forced in ("auto", "unshare"):
         why = "forced by MASFORGE_SANDBOX=unshare" if forced == "unshare" else \
             "bubblewrap not installed: apt install bubblewrap" if bwrap is None else \
-            "bubblewrap cannot create namespaces here"
+            f"bubblewrap failed here: {failed}"
         missing.append(f"read-only file system view and private /tmp ({why})")
+    unshare_failed: str | None = None
     if forced in ("auto", "unshare") and unshare is not None:
-        iso = Isolation("unshare", root, tuple(missing), unshare=unshare)
-        if _works(iso.command(python, network=False, disk_mb=64)):
+        iso = Isolation("unshare", root, tuple(missing), unshare=unshare, accepted=forced == "unshare")
+        unshare_failed = _works(iso.command(python, network=False, disk_mb=64))
+        if unshare_failed is None:
             return iso
     if forced == "unshare":
-        raise SandboxError("MASFORGE_SANDBOX=unshare but unshare cannot create namespaces here: "
-                           "allow user namespaces or run as root, or unset MASFORGE_SANDBOX")
+        raise SandboxError(f"MASFORGE_SANDBOX=unshare but unshare cannot create namespaces here ("
+                           f"{unshare_failed or 'unshare is not installed'}): allow user namespaces or run as root, "
+                           "or unset MASFORGE_SANDBOX")
     why = "forced by MASFORGE_SANDBOX=process" if forced == "process" else \
-        "no bubblewrap and unshare cannot create namespaces"
+        f"unshare failed here: {unshare_failed}" if unshare_failed else "no bubblewrap and no unshare"
     if forced == "process":
         missing.append("read-only file system view and private /tmp (forced by MASFORGE_SANDBOX=process)")
     missing.append(f"pid and network namespaces ({why})")
-    return Isolation("process", root, tuple(missing))
+    return Isolation("process", root, tuple(missing), accepted=forced == "process")
 
 
 _lock = threading.Lock()
@@ -247,14 +287,90 @@ def isolation() -> Isolation:
                 log.warning("masforge sandbox (%s): missing %s", cached.mode, "; ".join(cached.missing))
             if cached.root and "swept" not in _state:
                 _state["swept"] = startup_sweep()
+            if "swept_dirs" not in _state:
+                _state["swept_dirs"] = sweep_run_dirs()
         return cached
 
 
 def sandbox_status() -> dict[str, Any]:
-    """What a run records about its sandbox: mode, layers that hold, layers missing, stale processes killed."""
+    """What a run records about its sandbox: mode, layers that hold, layers missing, stale processes killed and
+    leftover run folders removed at start-up."""
     iso = isolation()
     return {"isolation": iso.mode, "layers": iso.layers(), "missing": list(iso.missing),
-            "stale_processes_killed": _stale_killed[0]}
+            "stale_processes_killed": _stale_killed[0], "leftover_run_dirs_removed": _state.get("swept_dirs", 0)}
+
+
+# --------------------------------------------------------------------------------------------------
+# run directories on the host (without bubblewrap's private /tmp)
+
+
+_RUN_DIR_PREFIX = "masforge-sbx-"
+_OWNED_RUN_DIR = re.compile(r"masforge-sbx-(\d+)-(\d+)-[A-Za-z0-9_]+")
+_LEGACY_RUN_DIR = re.compile(r"masforge-sbx-[A-Za-z0-9_]{8,12}")
+_LEGACY_AGE_S = 6 * 3600.0
+
+
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot; with the pid, it names one process for good)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_run_dir() -> str:
+    """A fresh private run directory in the host's temp folder, named after this process (pid and start time), so
+    that the next start of masforge knows it for a leftover once this process is gone (see `sweep_run_dirs`)."""
+    prefix = f"{_RUN_DIR_PREFIX}{os.getpid()}-{_start_time(os.getpid()) or 0}-"
+    return os.path.realpath(tempfile.mkdtemp(prefix=prefix))
+
+
+def remove_tree(path: str) -> None:
+    """Remove a run directory whatever the sandboxed code did to its permissions."""
+    def make_writable(func: Callable[..., Any], failed: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+            func(failed)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=make_writable)
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_run_dirs(directory: str | None = None) -> int:
+    """Remove run directories left in the host's temp folder by a masforge that was killed (its process is gone);
+    returns how many. Folders of an older masforge that do not name their process go once they are 6 hours old."""
+    directory = directory or tempfile.gettempdir()
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            owned = _OWNED_RUN_DIR.fullmatch(entry.name)
+            if owned is not None:
+                pid, started = int(owned.group(1)), int(owned.group(2))
+                if _start_time(pid) == started and started:
+                    continue  # its masforge still runs
+            elif not _LEGACY_RUN_DIR.fullmatch(entry.name) or \
+                    time.time() - entry.stat(follow_symlinks=False).st_mtime < _LEGACY_AGE_S:
+                continue
+        except OSError:
+            continue
+        remove_tree(entry.path)
+        removed += not os.path.lexists(entry.path)
+    if removed:
+        log.warning("masforge sandbox: removed %d leftover run folder(s) of an earlier run from %s", removed,
+                    directory)
+    return removed
 
 
 # --------------------------------------------------------------------------------------------------
