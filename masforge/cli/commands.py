@@ -475,7 +475,7 @@ def search(
             console.print(f"report: {path}")
         except MasforgeError as exc:  # the search result stands even if the report cannot be drawn
             print_error(f"report not written: {exc}")
-        if result.stop_reason == "outage":
+        if result.stop_reason in ("outage", "provider", "sandbox"):
             raise typer.Exit(1)
 
 
@@ -502,6 +502,8 @@ STOP_REASONS = {
     "patience": "no new best for --patience candidates",
     "interrupted": "interrupted (Ctrl-C)",
     "outage": "provider outage (see below)",
+    "provider": "the LM provider refuses the run (see below)",
+    "sandbox": "the sandbox misses a layer generated code needs (see below)",
 }
 
 
