@@ -292,3 +292,71 @@ def test_leftover_run_folders_are_removed_at_the_next_start(tmp_path, monkeypatc
         assert sandbox_status()["leftover_run_dirs_removed"] == 1
     finally:
         iso_module.remove_tree(str(mine))
+
+
+# --------------------------------------------------------------------------------------------------
+# tools and the fake LM under threads
+
+
+def test_python_parsing_is_serialised_across_threads():
+    # CPython 3.11 converts a parsed tree with one depth counter per interpreter (gh-106905): a second thread
+    # parsing while the first is mid-conversion (here: stopped in a garbage collection) breaks the first one
+    # ("AST constructor recursion depth mismatch"), which made the calculator and the fake LM answer at random.
+    import ast
+    import gc
+    import sys
+    import threading
+
+    inside, other_done = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+    armed = [True]
+
+    def in_ast_parse() -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_name == "parse" and frame.f_code.co_filename == ast.__file__:
+                return True
+            frame = frame.f_back
+        return False
+
+    def pause(phase: str, info: dict) -> None:
+        if phase == "start" and armed[0] and threading.current_thread() is first and in_ast_parse():
+            armed[0] = False
+            inside.set()
+            overlapped.append(other_done.wait(1.5))  # does the other thread's parse finish meanwhile?
+
+    def second() -> None:
+        inside.wait(10)
+        calculate("6 * 7")
+        other_done.set()
+
+    expression = "+".join(f"({i} * 2)" for i in range(150))
+    first = threading.Thread(target=lambda: calculate(expression))
+    other = threading.Thread(target=second)
+    threshold = gc.get_threshold()
+    gc.callbacks.append(pause)
+    gc.set_threshold(1)
+    try:
+        other.start()
+        first.start()
+        first.join(20)
+        other.join(20)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(pause)
+    assert overlapped == [False]  # the other parse waited until the first one had finished
+    assert ast.parse("1 + 1", mode="eval").body.op.__class__ is ast.Add
+
+
+def test_the_fake_lm_raises_a_fault_instead_of_answering_otherwise(monkeypatch: pytest.MonkeyPatch):
+    from masforge.runtime import fake_lm
+
+    question = [{"role": "user", "content": "What is 12 * 7?\nFinal answer:"}]
+    assert fake_lm.fake_reply(question).endswith("Final answer: 84")
+
+    def broken(expression: str) -> str:
+        raise SystemError("AST constructor recursion depth mismatch (before=18, after=2)")
+
+    monkeypatch.setattr(tools_module, "calculate", broken)
+    with pytest.raises(SystemError):  # was: "fake answer <digest>", a different reply cached for good
+        fake_lm.fake_reply(question)
