@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 from masforge.redact import redact
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class MasforgeError(Exception):
     """Base class for errors shown to users as a single clear line (never a traceback).
 
     The message is made safe when the error is made: redacted (a provider's 401 body may quote the API key) and
-    kept to one line (a value quoted from a file may hold line breaks; they are shown as ``\\n``), so it can be
-    printed, stored and logged as it is."""
+    kept to one line (a value quoted from a file may hold line breaks; they are shown as ``\\n``, other control
+    characters as ``\\xNN``), so it can be printed, stored and logged as it is."""
 
     def __init__(self, *args: object) -> None:
         if args and isinstance(args[0], str):
             message = redact(args[0])
             if "\n" in message or "\r" in message:
                 message = message.strip().replace("\r", "\\r").replace("\n", "\\n")
+            if _UNPRINTABLE.search(message):  # other line breaks (NEL, U+2028, ...) and control characters
+                message = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                                           else f"\\u{ord(m.group()):04x}", message)
             args = (message, *args[1:])
         super().__init__(*args)
 

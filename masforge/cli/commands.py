@@ -21,6 +21,7 @@ from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
 from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
 from masforge.errors import ConfigError, GenomeError, MasforgeError
+from masforge.files import write_text_file
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
@@ -260,8 +261,7 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
 
 
 def _write_json(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(redact_data(data), indent=2, default=str))
+    write_text_file(path, json.dumps(redact_data(data), indent=2, default=str))
 
 
 @app.command()
