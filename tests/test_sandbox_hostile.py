@@ -360,3 +360,12 @@ def test_the_fake_lm_raises_a_fault_instead_of_answering_otherwise(monkeypatch: 
     monkeypatch.setattr(tools_module, "calculate", broken)
     with pytest.raises(SystemError):  # was: "fake answer <digest>", a different reply cached for good
         fake_lm.fake_reply(question)
+
+
+def test_a_killed_masforge_leaves_no_run_folder_after_the_next_start(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    from masforge.testing.hostile import leftover_after_kill
+
+    _mode_available("unshare", monkeypatch)  # the only mode whose run folders live in the host's temp folder
+    outcome = leftover_after_kill(str(tmp_path), env={"MASFORGE_SANDBOX": "unshare"})
+    assert outcome.written >= 48 << 20  # the sandbox had filled its folder when masforge was killed
+    assert outcome.after_next_start == 0

@@ -8,8 +8,9 @@ does it, and own the per-run unprivileged uids. Layers, in order of preference:
   namespace dies with masforge, even when masforge is SIGKILLed (when the command exits, bubblewrap's
   PID 1 exits and the kernel kills every process left in the namespace). The file system is a
   read-only view of the system directories, the Python installation and the bootstrap script only
-  (the project folder, home directories and other data are not there); ``/tmp`` and ``/dev/shm`` are
-  private, size-limited tmpfs mounts, and the run directory is a fresh folder in that ``/tmp``;
+  (the project folder, home directories and other data are not there; an interpreter or virtual environment
+  under the system temp folder is bound into the private ``/tmp`` after it is mounted); ``/tmp`` and ``/dev/shm``
+  are private, size-limited tmpfs mounts, and the run directory is a fresh folder in that ``/tmp``;
   ``/proc`` shows the namespace's processes only. As root all capabilities but setuid/setgid are
   dropped (the bootstrap needs those two to switch to the run's uid, which then drops them as well).
 * ``unshare`` (util-linux): PID namespace (``--kill-child``), fresh ``/proc``, IPC, UTS and network
@@ -22,8 +23,12 @@ follow its parent, and ``process``).
 
 When the parent runs as root each run gets its own uid (``_UidLease``); a lease is never handed out
 while a process of that uid lives: a slot whose last holder died mid-run is swept before reuse, and
-the first use in a process sweeps every free slot (`startup_sweep`). ``MASFORGE_SANDBOX`` (``auto``,
-``bwrap``, ``unshare``, ``process``) forces a mode, e.g. to debug a container where namespaces fail.
+the first use in a process sweeps every free slot (`startup_sweep`), and run folders left in the host's temp folder
+by a masforge that was killed (named after their process) are removed (`sweep_run_dirs`).
+
+``MASFORGE_SANDBOX`` (``auto``, ``bwrap``, ``unshare``, ``process``) forces a mode. ``auto`` (the default) runs
+generated code only with bubblewrap's file-system layer: where it cannot work, the probe's own error is named and
+code refuses to run (`Isolation.require_file_system_layer`); choosing ``unshare`` or ``process`` accepts less.
 """
 
 from __future__ import annotations

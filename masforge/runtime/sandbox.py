@@ -8,18 +8,24 @@ never runs in the parent process; the parent keeps the API keys, counts cost and
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
 ``masforge/runtime/_sandbox_child.py`` inside the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces
 where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
-private run directory, sets the limits, installs an audit hook and runs the code as module
-``__sandbox__`` (then the ``entry`` function, if given). The module is not named ``__main__``, so
-``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a solution's
-demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
-``sys.modules["__main__"]`` is aliased to it. The child's result and its RPC requests travel as JSON
-lines over a dedicated pipe pair (passed with ``pass_fds``), separate from the captured stdout/stderr.
-The parent serves RPC requests with the caller's handler and watches the wall clock; time spent
-serving RPC does not count, except for ``timed_rpc_names`` (tools), which run in a thread while the
-clock runs.
+private run directory and sets the limits; then it forks. The *judge* (the bootstrap itself) keeps the channel to
+the parent and never runs the code; the *worker* (the fork, with that channel closed) installs the audit hook and
+runs the code as module ``__sandbox__`` (then the ``entry`` function, if given). The module is not named
+``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a
+solution's demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
+``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code itself, calling the
+module's functions in the worker: only plain data crosses back (an object of the code stays an opaque handle), so
+a test compares with the judge's own objects. The judge's result and the RPC requests it relays travel as JSON
+lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``), separate from the
+captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70), so nothing the
+code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and watches the
+wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU time spent
+serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
 
 Enforced (Linux), first the OS layers (see `masforge.runtime.isolation` for which hold on this machine; a
-missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``):
+missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
+bubblewrap's file-system layer, generated code does not run at all (one line with
+the fix, see `masforge.errors.SandboxUnavailable`) unless the user chose a weaker mode with ``MASFORGE_SANDBOX``:
 
 * **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
   it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
@@ -83,9 +89,11 @@ Not enforced / limits of this design:
 * Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
 * No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
   the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
-* The child's result is reported by the child: code that deliberately forges the protocol (writing
-  to the channel fd itself, or rewriting the bootstrap's frames) can fake its own result. The sandbox
-  protects the host, not the integrity of a score against adversarial code.
+* The judge sees the code only through its worker's answers: a test passes when the values the code returns are
+  the expected ones. Code that knows the tests can still special-case their inputs, or redefine a helper the
+  tests call (as in one process, a function of the code hides the built-in of that name); nothing it prints or
+  writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
+  ``ctypes``, if present) so that the worker, which has the same uid, cannot reach into it.
 * POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
 
 Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and

@@ -926,3 +926,85 @@ def kill_masforge_mid_run(workdir: str, *, env: dict[str, str] | None = None, wa
             break
         time.sleep(0.1)
     return KillOutcome(len(tree), len(busy), alive)
+
+
+FILLER_GENOME = '''"""
+name: disk-filler
+description: writes 48 MB into its run directory, then sleeps (its run directory must not outlive a killed masforge)
+inputs: [question]
+outputs: [answer]
+"""
+
+
+def forward(inputs):
+    import time
+
+    block = b"x" * (1 << 20)
+    for i in range(48):
+        with open(f"fill-{i}", "wb") as fh:
+            fh.write(block)
+    open("filled", "w").close()
+    while True:
+        time.sleep(0.05)
+'''
+
+
+def _run_dir_bytes(pid: int) -> int:
+    """Bytes in host run folders named after masforge process ``pid``."""
+    total = 0
+    base = tempfile.gettempdir()
+    for entry in os.scandir(base):
+        if entry.name.startswith(f"masforge-sbx-{pid}-"):
+            for root, _, files in os.walk(entry.path):
+                for name in files:
+                    try:
+                        total += os.lstat(os.path.join(root, name)).st_size
+                    except OSError:
+                        pass
+    return total
+
+
+@dataclass
+class LeftoverOutcome:
+    """One SIGKILL of ``masforge evaluate`` while its sandbox filled its run directory."""
+
+    written: int
+    """Bytes the sandbox had written to folders of the host's temp folder when masforge was killed."""
+    after_next_start: int
+    """Of those, bytes still there after the next start of masforge."""
+
+
+def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait_s: float = 90.0) -> LeftoverOutcome:
+    """Start ``masforge evaluate`` on `FILLER_GENOME`, SIGKILL it once the sandbox has written its 48 MB, start
+    masforge again (its sandbox start-up) and measure what is left in the host's temp folder. With bubblewrap the
+    run directory is in the sandbox's private /tmp: nothing reaches the host at all."""
+    import subprocess
+    import sys
+
+    genome = os.path.join(workdir, "disk_filler.py")
+    with open(genome, "w", encoding="utf-8") as fh:
+        fh.write(FILLER_GENOME)
+    full_env = {**os.environ, **(env or {})}
+    command = [sys.executable, "-m", "masforge", "evaluate", genome, "--task", "rg:basic_arithmetic", "--lm", "fake",
+               "--limit", "1", "--no-cache"]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=full_env, cwd=workdir, start_new_session=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            busy = [p for p in descendants(proc.pid) if "_sandbox_child.py" in _cmdline(p)]
+            if busy and (_run_dir_bytes(proc.pid) >= 48 << 20 or time.monotonic() > deadline - wait_s / 2):
+                time.sleep(0.5)  # the file system view of bubblewrap shows nothing here: give it time to write
+                break
+            time.sleep(0.1)
+        written = _run_dir_bytes(proc.pid)
+        os.kill(proc.pid, 9)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    time.sleep(1.0)  # the sandbox notices its parent is gone and exits
+    subprocess.run([sys.executable, "-c", "from masforge.runtime.isolation import isolation; isolation()"],
+                   env=full_env, cwd=workdir, capture_output=True, timeout=120, check=False)
+    return LeftoverOutcome(written, _run_dir_bytes(proc.pid))
