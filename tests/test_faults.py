@@ -356,3 +356,25 @@ def test_an_unreachable_server_stops_a_search_at_once(tmp_path: Path) -> None:
     result = _search(tmp_path, lm)
     assert result.stop_reason == "provider" and result.candidates == []
     assert "cannot reach" in result.outage["message"] and "start that server" in result.outage["message"]
+
+
+def test_dollar_budget_holds_for_a_code_genome_sending_a_huge_prompt() -> None:
+    from masforge.genome.code import CodeSystem
+    from masforge.genome.schema import Genome
+    from masforge.runtime.sandbox import SandboxLimits
+
+    seen: list[int] = []
+
+    def responder(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        seen.append(len(str(messages[-1]["content"])))
+        return "fine"
+
+    priced = LMConfig(model="fake", price_in_per_m=10.0, price_out_per_m=10.0)  # $10 per million tokens
+    client = LMClient({"worker": priced}, cache=False, ledger=Ledger(Budget(max_dollars=0.05)), responder=responder)
+    code = ("def forward(inputs):\n    small = llm('hello')\n    big = llm('x' * (3 * 1024 * 1024))\n"
+            "    return {'answer': small + big}\n")
+    system = CodeSystem(Genome(kind="code", name="spender", code=code), client, limits=SandboxLimits(timeout_s=60))
+    with pytest.raises(BudgetExceeded, match=r"--budget-usd 0.05: the next request could cost up to \$31\."):
+        system(question="q")
+    # the small request went out; the 3 MB one (up to $31 at this price, was: sent, $25 for 10 MB) never did
+    assert seen == [5] and client.ledger.calls == 1 and client.ledger.dollars <= 0.05

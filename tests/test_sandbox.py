@@ -471,3 +471,14 @@ def test_the_parents_work_for_the_code_counts_on_its_clock():
     code = "def f():\n    for _ in range(4):\n        llm('hi')\n    return 'finished'\n"
     r = run_python(code, entry="f", rpc=burn, rpc_names=["llm"], limits=SandboxLimits(timeout_s=1.5))
     assert not r.ok and r.error_kind == "timeout"  # 2.4 s of the parent's CPU for a candidate allowed 1.5 s
+
+
+def test_a_deeply_nested_line_written_to_any_descriptor_is_bounded():
+    flood = (
+        "import os\n"
+        "line = b'[' * 200_000 + b']' * 200_000 + b'\\n'\n"
+        "for fd in range(3, 256):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\n"
+        "def f():\n    return 'still here'\n"
+    )
+    r = run_python(flood, entry="f", limits=SandboxLimits(timeout_s=30))  # was: RecursionError in the parent
+    assert not r.ok and r.error_kind == "output" and "protocol" in (r.error or "")

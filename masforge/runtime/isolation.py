@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import marshal
 import os
 import re
 import shutil
@@ -52,12 +53,16 @@ from typing import Any
 
 from masforge.errors import SandboxError, SandboxUnavailable
 
-__all__ = ["Isolation", "host_run_dir", "isolation", "remove_tree", "sandbox_status", "startup_sweep",
+__all__ = ["Isolation", "child_command", "host_run_dir", "isolation", "remove_tree", "sandbox_status", "startup_sweep",
            "sweep_run_dirs"]
 
 log = logging.getLogger("masforge.runtime.sandbox")
 
 CHILD_SCRIPT = str(Path(__file__).resolve().with_name("_sandbox_child.py"))
+# The bootstrap arrives compiled, in a sealed in-memory file (compiling its source anew cost every sandbox ~15 ms);
+# this launcher runs it as the script it is (frames keep its file name, so tracebacks trim them).
+_LAUNCHER = ("import marshal,os,sys;f=int(sys.argv.pop());c=os.pread(f,os.fstat(f).st_size,0);os.close(f);"
+             "exec(marshal.loads(c),{{'__name__':'__main__','__file__':{path!r}}})")
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UID_BASE = 1_500_000_000
 UID_SLOTS = 65536
@@ -182,7 +187,7 @@ def _bwrap_prefix(exe: str, *, root: bool, network: bool, disk_mb: int) -> list[
     # After the private /tmp is mounted: an interpreter or a clone under the system temp folder (a CI runner's
     # checkout, a clone in /tmp) is bound into it read-only, and only those directories of it.
     made: set[str] = set()
-    for d in [*_python_dirs(), CHILD_SCRIPT]:
+    for d in _python_dirs():
         if _covered(d, bound) or _covered(d, ["/proc", "/dev"]):
             continue
         # folders leading to it inside the private /tmp: traversable, like the host's (bubblewrap makes them 0700)
@@ -195,8 +200,7 @@ def _bwrap_prefix(exe: str, *, root: bool, network: bool, disk_mb: int) -> list[
             cmd += ["--perms", "0755", "--dir", folder]
             made.add(folder)
         cmd += ["--ro-bind", d, d]
-        if d != CHILD_SCRIPT:
-            bound.append(d)
+        bound.append(d)
     return [*cmd, "--chdir", "/"]
 
 
@@ -208,6 +212,27 @@ def _unshare_prefix(exe: str, *, root: bool, network: bool) -> list[str]:
     if not network:
         cmd.append("--net")
     return cmd
+
+
+# --------------------------------------------------------------------------------------------------
+# the bootstrap
+
+
+def child_command(fds: list[int]) -> tuple[list[str], int]:
+    """The interpreter command that runs the bootstrap with descriptors ``fds``, and the descriptor of its compiled
+    code, which the caller must pass on too (one sealed in-memory file per process, read by each child)."""
+    with _lock:
+        code_fd = _state.get("child_code")
+        if code_fd is None:
+            source = Path(CHILD_SCRIPT).read_text(encoding="utf-8")
+            data = marshal.dumps(compile(source, CHILD_SCRIPT, "exec", dont_inherit=True))
+            code_fd = os.memfd_create("masforge-sandbox-bootstrap", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.write(code_fd, data)
+            fcntl.fcntl(code_fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+                        | fcntl.F_SEAL_SEAL)
+            _state["child_code"] = code_fd
+    launcher = _LAUNCHER.format(path=CHILD_SCRIPT)
+    return [sys.executable, "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
 
 
 # --------------------------------------------------------------------------------------------------

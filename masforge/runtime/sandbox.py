@@ -6,21 +6,21 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/runtime/_sandbox_child.py`` inside the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces
-where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
-private run directory and sets the limits; then it forks. The *judge* (the bootstrap itself) keeps the channel to
-the parent and never runs the code; the *worker* (the fork, with that channel closed) installs the audit hook and
-runs the code as module ``__sandbox__`` (then the ``entry`` function, if given). The module is not named
-``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a
-solution's demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
-``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code itself, calling the
-module's functions in the worker: only plain data crosses back (an object of the code stays an opaque handle), so
-a test compares with the judge's own objects. The judge's result and the RPC requests it relays travel as JSON
-lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``), separate from the
-captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70), so nothing the
-code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and watches the
-wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU time spent
-serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
+``masforge/runtime/_sandbox_child.py`` (compiled once per process, handed over in a sealed in-memory file) inside
+the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
+from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
+*judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
+with that channel closed) installs the audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
+function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as
+in the official HumanEval harness: a solution's demo code or ``input()`` cannot break its tests, an entry call does
+not run demo code); ``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code
+itself, calling the module's functions in the worker: only plain data crosses back (an object of the code stays an
+opaque handle), so a test compares with the judge's own objects. The judge's result and the RPC requests it relays
+travel as JSON lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``),
+separate from the captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70),
+so nothing the code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and
+watches the wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU
+time spent serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
 
 Enforced (Linux), first the OS layers (see `masforge.runtime.isolation` for which hold on this machine; a
 missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
@@ -123,11 +123,11 @@ from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
 from masforge.runtime.isolation import (
-    CHILD_SCRIPT,
     SAFE_PATH,
     Isolation,
     _kill_uid,
     _UidLease,
+    child_command,
     host_run_dir,
     isolation,
     remove_tree,
@@ -726,7 +726,7 @@ def run_python(
         life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
         parent_fds += [life_r, life_w]
         child_fds = (chan_w, reply_r, job_fd, life_r)
-        inner = [sys.executable, "-S", "-P", "-s", CHILD_SCRIPT, *(str(fd) for fd in child_fds)]
+        inner, code_fd = child_command(list(child_fds))
         command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
         env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
         try:
@@ -735,7 +735,7 @@ def run_python(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=child_fds,
+                pass_fds=(*child_fds, code_fd),
                 cwd=tmp if host_dir else "/",
                 env=env,
                 start_new_session=True,
