@@ -175,11 +175,11 @@ class SearchContext:
         if self.stopped is not None:
             return True
         stop = self.budget.stop(self.usage(), progress_only=True)
-        # A replay re-walks points the stopped run had passed: its spend then was below the limits even if the
-        # ledger, which continues from the stopped run's total, is not.
         ledger = self.client.ledger
         if stop is None and ledger.halted is not None:  # the provider or the sandbox refuses the run
             stop = Stop(ledger.halted[0], "--lm", ledger.halted[1])
+        # A replay re-walks points the stopped run had passed: its spend then was below the limits even if the
+        # ledger, which continues from the stopped run's total, is not.
         if stop is None and not self.replaying:
             stop = ledger.budget.stop(ledger.usage(), spend_only=True)
         if stop is not None:
