@@ -56,11 +56,12 @@ chromium:
 		echo "chromium could not be installed: the report's browser test will be skipped"
 
 # The sandbox puts generated code in its own namespaces with bubblewrap (read-only file system view, private
-# /tmp, dies with masforge); without it masforge falls back to unshare and says which layers are missing.
+# /tmp, dies with masforge); without it generated code refuses to run, in one line that says how to get it (or to
+# accept less with MASFORGE_SANDBOX=unshare).
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || \
 		( [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null ) || \
-		echo "bubblewrap could not be installed: the sandbox runs without its private file system view"
+		echo "bubblewrap could not be installed: generated code will refuse to run (MASFORGE_SANDBOX=unshare accepts less)"
 
 # Shared tune studies are tested against a real PostgreSQL server, which the tests start on loopback from the
 # Debian package's programs (a throwaway cluster; the system's own cluster is not touched).

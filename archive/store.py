@@ -66,6 +66,7 @@ from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.diff import diff_genomes, format_diff
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
+from masforge.genome.validate import name_problem
 from masforge.redact import contains_secret, redact, redact_data
 from masforge.text import shorten
 
@@ -941,6 +942,9 @@ class Archive:
             operator: str = "seed", rationale: str = "", generation: int = 0, run: str = "",
             message: str | None = None, tags: Sequence[str] = ()) -> CandidateRecord:
         """Store a candidate (one commit whose git parents are its parents' commits); idempotent by genome id."""
+        bad_name = name_problem(genome.name)
+        if bad_name:  # a NUL would go into a git commit (fsck: nulInCommit), a line break into every table
+            raise ArchiveError(f"genome {genome.name!r}: {bad_name}")
         gid = genome.id
         fmt = "py" if genome.kind == "code" else "yaml"
         text = dump_genome(genome, fmt)

@@ -1,12 +1,14 @@
 """The hostile-program suite at a larger size: every attack of `masforge.testing.hostile`, as a code genome and as a
-code answer, ``--repeats`` times in each sandbox mode this machine has (bubblewrap, unshare, plain process),
-plus ``--kills`` SIGKILLs of ``masforge evaluate`` while two sandboxes run. Each run is checked from the host
-(files outside the run directory, connections to a listener, a planted key in anything returned or printed,
-sandbox processes alive afterwards, parent CPU burnt by tool calls).
+code answer, ``--repeats`` times in the default mode and in each mode this machine has (bubblewrap, unshare, plain
+process; chosen with ``MASFORGE_SANDBOX``, i.e. accepted by the user), plus ``--kills`` SIGKILLs of ``masforge
+evaluate`` while two sandboxes run and while one fills its run directory. Each run is checked from the host (files
+outside the run directory, connections to a TCP or Unix-socket listener, a planted key or run folder read back,
+sandbox processes alive afterwards, parent CPU burnt by tool calls, a pass or an infrastructure failure claimed).
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/attacks.py [--repeats 5] [--kills 5] [--write]
 
-Prints the tables (markdown); ``--write`` puts them into the sandbox section of bench/results/reliability.md.
+Prints the tables (markdown); ``--write`` puts them into the section of bench/results/reliability.md for where this
+checkout is: under the system temp folder, or outside it (run it in one clone of each kind).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,16 +29,37 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from masforge.runtime.isolation import MODES, isolation  # noqa: E402
 from masforge.runtime.sandbox import run_python  # noqa: E402
-from masforge.testing.hostile import ATTACKS, Outcome, forms_of, kill_masforge_mid_run, run_attack  # noqa: E402
+from masforge.testing.hostile import (  # noqa: E402
+    ATTACKS,
+    Outcome,
+    forms_of,
+    kill_masforge_mid_run,
+    leftover_after_kill,
+    run_attack,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 from common import write_section  # noqa: E402
 
-BEGIN, END = "<!-- sandbox:begin (bench/attacks.py) -->", "<!-- sandbox:end -->"
+CHECKOUT = Path(__file__).resolve().parent.parent
+IN_TEMP = CHECKOUT.is_relative_to(Path(tempfile.gettempdir()).resolve())
+WHERE = "a clone under the system temp folder" if IN_TEMP else "a clone outside the system temp folder"
+SLUG = "in-temp" if IN_TEMP else "outside-temp"
+SHORTEN = re.compile(r"masforge-(escape|service|run|keys)-[A-Za-z0-9_]+\S*")
+BEGIN, END = f"<!-- sandbox-{SLUG}:begin (bench/attacks.py) -->", f"<!-- sandbox-{SLUG}:end -->"
+
+
+def default_mode() -> str:
+    """The mode masforge picks with ``MASFORGE_SANDBOX`` unset, asked of a fresh process (as a user gets it)."""
+    env = {k: v for k, v in os.environ.items() if k != "MASFORGE_SANDBOX"}
+    out = subprocess.run([sys.executable, "-c", "from masforge.runtime.isolation import isolation; "
+                          "print(isolation().mode)"], capture_output=True, text=True, env=env, check=True)
+    return out.stdout.strip().splitlines()[-1]
 
 
 def available_modes() -> list[str]:
-    modes = []
+    """``auto`` (the default) first, then every mode this machine has, each as if the user had chosen it."""
+    modes = ["auto"]
     for mode in MODES:
         os.environ["MASFORGE_SANDBOX"] = mode
         try:
@@ -76,10 +101,14 @@ def main(argv: list[str] | None = None) -> None:
     missing: dict[str, list[str]] = {}
     private: dict[str, bool] = {}
     kills: dict[str, list[object]] = defaultdict(list)
+    leftovers: dict[str, list[object]] = defaultdict(list)
+    chosen = default_mode()
     for mode in modes:
         os.environ["MASFORGE_SANDBOX"] = mode
         missing[mode] = list(isolation().missing)
         private[mode] = isolation().private_fs
+        if not isolation().private_fs and not isolation().accepted:
+            continue  # the default refuses generated code here (no bubblewrap): nothing runs, nothing escapes
         latency[mode] = start_latency()
         for _ in range(args.repeats):
             for attack in ATTACKS:
@@ -90,40 +119,50 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.kills):
                 kills[mode].append(kill_masforge_mid_run(work, env={"MASFORGE_SANDBOX": mode}))
                 print("k", end="", flush=True, file=sys.stderr)
+            for _ in range(max(1, args.kills // 2)):
+                leftovers[mode].append(leftover_after_kill(work, env={"MASFORGE_SANDBOX": mode}))
+                print("d", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
     os.environ.pop("MASFORGE_SANDBOX", None)
 
     expected = {a.name: a.kinds for a in ATTACKS}
-    out = ["## Sandbox: attacks and escapes (`bench/attacks.py`)", "",
-           f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} CPUs (load avg "
-           f"{os.getloadavg()[0]:.1f}), python {platform.python_version()}, {args.repeats} runs of each of "
-           f"{len(ATTACKS)} attacks per form and mode, {args.kills} SIGKILLs of `masforge evaluate` per mode; "
-           f"{time.time() - started:.0f} s in all. Target: 0 escapes.", ""]
+    needs_fs = {a.name for a in ATTACKS if a.needs_private_fs}
+    out = [f"## Sandbox: attacks and escapes, {WHERE} (`bench/attacks.py`)", "",
+           f"Measured {time.strftime('%Y-%m-%d %H:%M')} in {WHERE} (its own virtual environment inside it) on "
+           f"{os.cpu_count()} CPUs (load avg {os.getloadavg()[0]:.1f}), python {platform.python_version()}, "
+           f"{args.repeats} runs of each of {len(ATTACKS)} attacks per form and mode, {args.kills} SIGKILLs of "
+           f"`masforge evaluate` while two sandboxes run and {max(1, args.kills // 2)} while one fills its run "
+           f"directory with 48 MB, per mode; {time.time() - started:.0f} s in all. `auto` is the default (here it "
+           f"is `{chosen}`); the other modes are as a user gets them by choosing one with `MASFORGE_SANDBOX`, i.e. "
+           "accepting less. Target: 0 escapes in the default mode.", ""]
     rows = []
-    for mode in modes:
+    for mode in [m for m in modes if m in latency]:
         got = outcomes[mode]
         esc = [o for o in got if o.escapes]
         wrong_kind = [o for o in got if o.kind not in expected[o.attack]]
-        # without a private file system, writes to world-writable host directories are the declared gap
-        shared = ("file /tmp/", "file /var/tmp/", "file /dev/shm/")
-        declared = [o for o in esc if not private[mode] and all(e.startswith(shared) for e in o.escapes)]
-        killed = kills[mode]
-        rows.append([f"`{mode}`", len(got), sum(not o.escapes for o in got), len(esc),
-                     f"{len(declared)} of {len(esc)}" if esc else "-", len(wrong_kind),
-                     sum(o.benign_ok for o in got), f"{len(killed)} / {sum(len(k.survivors) for k in killed)}",
-                     f"{latency[mode]:.0f}"])
+        # without a private file system, what gets past the audit hook reaches the host's files: the declared gap
+        declared = [o for o in esc if not private[mode] and o.attack in needs_fs]
+        killed, filled = kills[mode], leftovers[mode]
+        left = f"{sum(f.written for f in filled) / 2**20:.0f} / {sum(f.after_next_start for f in filled) / 2**20:.0f}"
+        rows.append([f"`{mode}`" + (f" (= `{chosen}`)" if mode == "auto" else ""), len(got),
+                     sum(not o.escapes for o in got), len(esc), f"{len(declared)} of {len(esc)}" if esc else "-",
+                     len(wrong_kind), sum(o.benign_ok for o in got),
+                     f"{len(killed)} / {sum(len(k.survivors) for k in killed)}", left, f"{latency[mode]:.0f}"])
     out += [table(["mode", "attacks run", "contained", "escapes", "of which a declared missing layer",
-                   "unexpected kind", "benign after it scored 1", "SIGKILLs / survivors", "empty run ms"], rows), ""]
+                   "unexpected kind", "benign after it scored 1", "SIGKILLs / survivors",
+                   "MB left in the host's temp folder at the kill / after the next start", "empty run ms"], rows), ""]
     for mode in modes:
         if missing[mode]:
             out.append(f"- `{mode}` says at start-up that it is missing: {'; '.join(missing[mode])}.")
     if any(not private[m] for m in modes):
-        out += ["", "Without bubblewrap's private file system, `os.mkfifo` and `os.open(..., dir_fd=...)` (which "
-                "Python does not audit) still create entries in world-writable host directories: those are the "
-                "escapes counted as a declared missing layer above. With bubblewrap they land in the run's "
-                "private `/tmp` or fail on the read-only view."]
-    out += ["", f"Per attack in `{modes[0]}` mode (the default here): the failure kinds masforge reported "
-            "(genome form / answer form), the escapes and the median seconds per run.", ""]
+        out += ["", "Without bubblewrap's private file system, what Python does not audit (`os.mkfifo`, "
+                "`os.open(..., dir_fd=...)`, reading files, native code loaded through cffi's backend) reaches the "
+                "host: entries in world-writable folders, the run's ledger and archive, a Unix-socket service. "
+                "Those are the escapes counted as a declared missing layer above, in modes the user chose; by "
+                "default such a machine refuses to run generated code and says how to get bubblewrap. With "
+                "bubblewrap they land in the run's private `/tmp`, fail on the read-only view or find nothing."]
+    out += ["", "Per attack in the default mode: the failure kinds masforge reported (genome form / answer form), the "
+            "escapes and the median seconds per run.", ""]
     rows = []
     best = outcomes[modes[0]]
     for attack in ATTACKS:
@@ -138,9 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     out += [table(["attack", "what it does", "genome form", "answer form", "escapes", "median s"], rows), ""]
     details = sorted({(mode, o.attack, e) for mode in modes for o in outcomes[mode] for e in o.escapes})
     if details:
-        out += ["Escapes seen (host paths shortened to the directory):", ""]
-        seen = Counter((m, a, e.rsplit("masforge-escape-", 1)[0]) for m, a, e in details)
-        out += [f"- `{m}` / `{a}`: {e}... ({n} distinct)" for (m, a, e), n in sorted(seen.items())]
+        out += ["Escapes seen (the random part of each planted name shortened to ...):", ""]
+        seen = Counter((m, a, SHORTEN.sub(r"masforge-\1-...", e)) for m, a, e in details)
+        out += [f"- `{m}` / `{a}`: {e} ({n} distinct)" for (m, a, e), n in sorted(seen.items())]
         out.append("")
     calc = [o for o in best if o.attack == "calculator-bomb"]
     out += [f"Calculator bombs (`((9**99)**999)**99` x7 and four more via `tool()` from a code genome): refused in "

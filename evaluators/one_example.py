@@ -6,6 +6,7 @@ An example that meets an infrastructure failure (the LM provider failed for good
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,17 @@ def classify(exc: BaseException) -> str:
 def is_infrastructure(exc: BaseException) -> bool:
     """Whether a failure is the provider's or the sandbox's rather than the system's."""
     return isinstance(exc, SandboxError) or (isinstance(exc, LMError) and exc.infrastructure)
+
+
+_REFUSED = re.compile(r"(LMError|LocalModelError|ProviderError): .*(HTTP 40[134]\b|AuthenticationError|"
+                      r"PermissionDeniedError|NotFoundError|cannot reach|does not answer GET /models|cannot be used)")
+
+
+def refused_by_provider(error: str) -> bool:
+    """Whether an example's recorded error is the provider refusing the run (a rejected key, an unknown model, a
+    server that does not answer). Such an example says nothing about the system; earlier versions of masforge scored
+    it 0, so a stored result that shows one is evaluated again instead of being reused."""
+    return bool(_REFUSED.match(error or ""))
 
 
 def system_inputs(mapping: dict[str, str], ex: Example) -> dict[str, Any]:

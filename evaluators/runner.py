@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
+from masforge.errors import BudgetExceeded, GenomeError, MasforgeError, RunHalted
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors import EvalJob, Executor, LocalExecutor
 from masforge.evaluators.one_example import ExampleResult, classify, failed_example
@@ -300,6 +300,9 @@ class Evaluator:
                     ex, _t0 = pending.pop(fut)
                     try:
                         report.examples.append(fut.result())
+                    except RunHalted:
+                        interrupted = True  # the provider or the sandbox refuses the run: nothing more to wait for
+                        raise
                     except BudgetExceeded as exc:
                         report.stopped = exc.limit
                         queue.clear()

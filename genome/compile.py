@@ -21,6 +21,7 @@ from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature, validate
 from masforge.runtime.adapters import choose_adapter
 from masforge.runtime.dspy_lm import MasforgeLM
+from masforge.runtime.isolation import isolation
 from masforge.runtime.lm import LMClient
 from masforge.runtime.standalone import system as _system
 from masforge.runtime.standalone.names import EXECUTE_MODULE
@@ -113,7 +114,11 @@ class CompiledSystem:
 
 
 def compile_genome(genome: Genome, client: LMClient) -> Callable[..., SystemResult]:
-    """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward)."""
+    """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward). A system that runs
+    generated code (a code genome, an agent with the ``python`` tool) is refused here, before anything is paid,
+    when the sandbox lacks a layer the user has not agreed to go without (:class:`SandboxUnavailable`)."""
+    if genome.kind == "code" or any("python" in a.tools for a in genome.agents):
+        isolation().require_file_system_layer()
     if genome.kind == "code":
         return CodeSystem(genome, client)
     return CompiledSystem(genome, client)

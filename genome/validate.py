@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import unicodedata
 from collections.abc import Iterable
 
 from masforge.errors import GenomeError
@@ -134,6 +135,16 @@ def _secret_problems(genome: Genome) -> list[str]:
             "and masforge never stores them)"]
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a genome (a control character: NUL breaks git commits, line breaks the one-line
+    tables and messages), or None."""
+    bad = next(((i, ch) for i, ch in enumerate(name) if unicodedata.category(ch) == "Cc"), None)
+    if bad is None:
+        return None
+    return (f"name: holds a control character (U+{ord(bad[1]):04X} at position {bad[0]}); a name is one line of "
+            "printable text: remove it")
+
+
 def _one_line(message: str) -> str:
     # Problems quote the genome's own values (a tool name, an edge, a signature), which may hold line breaks.
     return message.replace("\r", "\\r").replace("\n", "\\n")
@@ -151,6 +162,9 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
     secrets = _secret_problems(genome)
     if secrets:
         return secrets
+    bad_name = name_problem(genome.name)
+    if bad_name:
+        return [bad_name]
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:

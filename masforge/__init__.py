@@ -14,6 +14,10 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must never fetch its cost map
 
+from masforge.runtime.threadsafe_ast import install as _serialise_ast_parse  # noqa: E402
+
+_serialise_ast_parse()  # before any thread of masforge or of the libraries it drives parses Python
+
 __version__ = "0.1.0"
 
 _LAZY = {

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 from masforge.redact import redact
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class MasforgeError(Exception):
     """Base class for errors shown to users as a single clear line (never a traceback).
 
     The message is made safe when the error is made: redacted (a provider's 401 body may quote the API key) and
-    kept to one line (a value quoted from a file may hold line breaks; they are shown as ``\\n``), so it can be
-    printed, stored and logged as it is."""
+    kept to one line (a value quoted from a file may hold line breaks; they are shown as ``\\n``, other control
+    characters as ``\\xNN``), so it can be printed, stored and logged as it is."""
 
     def __init__(self, *args: object) -> None:
         if args and isinstance(args[0], str):
             message = redact(args[0])
             if "\n" in message or "\r" in message:
                 message = message.strip().replace("\r", "\\r").replace("\n", "\\n")
+            if _UNPRINTABLE.search(message):  # other line breaks (NEL, U+2028, ...) and control characters
+                message = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                                           else f"\\u{ord(m.group()):04x}", message)
             args = (message, *args[1:])
         super().__init__(*args)
 
@@ -64,6 +71,36 @@ class BudgetExceeded(MasforgeError):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class RunHalted(BudgetExceeded):
+    """The run cannot go on, whatever is left of its budget: the LM provider refuses it (a rejected key, an unknown
+    model, a server that does not answer) or the sandbox it needs is missing. It stops the run at once, like a
+    budget stop, and nothing it touched is stored as a score; the message names the cause and the fix."""
+
+
+class ProviderError(RunHalted):
+    """The LM provider refuses every request of this run: HTTP 401/403, an unknown model, a server that cannot be
+    reached (``limit`` is ``provider``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("provider", message)
+
+
+class SandboxUnavailable(RunHalted):
+    """Generated code would run with weaker isolation than the user accepted (``limit`` is ``sandbox``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("sandbox", message)
+
+
+def stop_error(limit: str, message: str) -> BudgetExceeded:
+    """The stop ``limit`` as its exception type again (a stop sent between processes travels as text)."""
+    if limit == "provider":
+        return ProviderError(message)
+    if limit == "sandbox":
+        return SandboxUnavailable(message)
+    return BudgetExceeded(limit, message)
 
 
 class ArchiveError(MasforgeError):

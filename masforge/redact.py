@@ -108,6 +108,15 @@ def redact(text: str) -> str:
     return _redact_with(_values_pattern(), text)
 
 
+def redact_secret_values(text: str) -> str:
+    """``text`` with only the exact secret values (keys in the environment, registered secrets) replaced: for text
+    that must otherwise stay as it is, such as an LM's answer before it is cached and scored."""
+    values = _values_pattern()
+    if not isinstance(text, str) or not text or values is None:
+        return text
+    return values.sub(REDACTED, text)
+
+
 def redact_data(value: T) -> T:
     """JSON-like ``value`` (dicts, lists, tuples, strings) with every string redacted, keys included: the value
     itself when nothing needed redacting, else a redacted copy (the caller's data is never changed).

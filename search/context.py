@@ -28,7 +28,8 @@ from typing import Any
 from masforge.archive.claims import Claim
 from masforge.archive.protocol import ArchiveLike, ClaimingArchive
 from masforge.archive.records import ResultRecord
-from masforge.errors import BudgetExceeded, MasforgeError
+from masforge.errors import BudgetExceeded, MasforgeError, RunHalted
+from masforge.evaluators.one_example import refused_by_provider
 from masforge.evaluators.racing import Race, RaceSettings
 from masforge.evaluators.runner import EvalReport, Evaluator
 from masforge.evaluators.stats import paired_difference
@@ -74,6 +75,13 @@ def _failure_notes(report: EvalReport, k: int = 4) -> list[dict[str, Any]]:
         notes.append({"input": str(first_in)[:600], "expected": ex.target[:200], "got": str(got)[:300],
                       "error": ex.error or "", "trace": ex.trace_summary[:800]})
     return notes
+
+
+def stored_by_failing_provider(rec: ResultRecord) -> bool:
+    """A stored result whose failures are the provider refusing the run (kept by an earlier masforge as wrong
+    answers): never reused as a score."""
+    notes = rec.extra.get("failure_notes") or []
+    return any(isinstance(n, dict) and refused_by_provider(str(n.get("error") or "")) for n in notes)
 
 
 class SearchContext:
@@ -184,10 +192,12 @@ class SearchContext:
         if self.stopped is not None:
             return True
         stop = self.budget.stop(self.usage(), progress_only=True)
+        ledger = self.client.ledger
+        if stop is None and ledger.halted is not None:  # the provider or the sandbox refuses the run
+            stop = Stop(ledger.halted[0], "--lm", ledger.halted[1])
         # A replay re-walks points the stopped run had passed: its spend then was below the limits even if the
         # ledger, which continues from the stopped run's total, is not.
         if stop is None and not self.replaying:
-            ledger = self.client.ledger
             stop = ledger.budget.stop(ledger.usage(), spend_only=True)
         if stop is not None:
             self.halt(stop)
@@ -271,7 +281,7 @@ class SearchContext:
     def _restore(self, p: Proposal, strategy: str) -> Candidate | None:
         """A result already in the archive for this task, split and LM: reuse it, pay nothing."""
         rec = self.archive.get_result(p.genome.id, self.task.name, self.evaluator.split, self.lm_key)
-        if rec is None:
+        if rec is None or stored_by_failing_provider(rec):
             return None
         self.reused += 1
         if rec.extra.get("run") == self.run_id:
@@ -330,6 +340,8 @@ class SearchContext:
         try:
             report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race)
         except MasforgeError as exc:
+            if isinstance(exc, RunHalted):
+                self.halt(Stop(exc.limit, "--lm", str(exc)))
             if isinstance(exc, BudgetExceeded):
                 raise
             # A genome the runtime rejects (e.g. dspy refuses a signature) is an invalid proposal.

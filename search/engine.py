@@ -26,7 +26,7 @@ from typing import Any
 
 from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
-from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
+from masforge.errors import BudgetExceeded, ConfigError, MasforgeError, RunHalted
 from masforge.evaluators.executors import Executor, make_executor
 from masforge.evaluators.racing import RaceSettings
 from masforge.evaluators.runner import Cascade, Evaluator
@@ -39,7 +39,7 @@ from masforge.runtime.endpoint import catalog_price
 from masforge.runtime.isolation import sandbox_status
 from masforge.runtime.lm import Ledger, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
-from masforge.search.context import Proposal, SearchContext
+from masforge.search.context import Proposal, SearchContext, stored_by_failing_provider
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
@@ -144,6 +144,8 @@ def _ctrl_c_stops(ctx: SearchContext) -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+HALTS = ("outage", "provider", "sandbox")
+"""Stops for which the run cannot go on (nothing is re-scored, the command exits non-zero)."""
 _RESUME_OVERRIDES = ("budget", "concurrency", "executor", "ray_address", "ray_workers")
 """Run configuration fields a resumed run may change."""
 
@@ -388,6 +390,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                 ctx.should_stop()
                 stop_reason = ctx.stop_reason or "strategies finished"
             except BudgetExceeded as exc:
+                if isinstance(exc, RunHalted):
+                    ctx.halt(Stop(exc.limit, "--lm", str(exc)))
                 stop_reason = ctx.stop_reason or exc.limit
             if ctx.stopped is not None and ctx.stopped.limit == "interrupted":
                 stop_reason = "interrupted"  # the Ctrl-C itself was swallowed by code below us: the flag stands
@@ -399,15 +403,15 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     search_overshoot = ledger.overshoot()
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
     test_scores: list[TestScore] = []
-    if stop_reason not in ("interrupted", "outage") and cfg.test_top_k and ctx.population:
+    if stop_reason not in ("interrupted", *HALTS) and cfg.test_top_k and ctx.population:
         test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
     outage = None
-    if ctx.unscored_examples or ctx.incomplete_seen or stop_reason == "outage":
+    if ctx.unscored_examples or ctx.incomplete_seen or stop_reason in HALTS:
         outage = {"unscored_examples": ctx.unscored_examples,
                   "incomplete_candidates": ctx.unscored_candidates,
                   "error": next((e for e in ctx.outage_errors if e), ""),
                   "failed_requests": dict(ledger.failures),
-                  "message": ctx.stopped.message if ctx.stopped and ctx.stopped.limit == "outage" else ""}
+                  "message": ctx.stopped.message if ctx.stopped and ctx.stopped.limit in HALTS else ""}
     budget_info = {"limits": cfg.budget.model_dump(), "search": search_budget.model_dump(),
                    "spent_search": search_spent, "overshoot_search": search_overshoot, "overshoot": ledger.overshoot(),
                    "max_in_flight": ledger.max_in_flight}
@@ -451,10 +455,10 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     for cand in finalists:
         prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
         unscored, stopped = 0, None
-        if prev is None or prev.n != len(tester.examples):
+        if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
             with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
-                if prev is None or prev.n != len(tester.examples):
+                if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
                     ctx.emit("test", name=cand.genome.name)
                     rep = tester.evaluate(cand.genome)
                     prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)

@@ -951,3 +951,25 @@ def test_png_decoder_sees_a_blank_image() -> None:
     png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
     assert _png_colours(png) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# files the user names are written without following symlinks
+
+
+def test_export_and_report_replace_a_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me\n")
+    runner = CliRunner()
+    for args, name in ((["export", "cot", "--format", "python"], "system.py"),
+                       (["export", "cot", "--format", "yaml"], "system.yaml"),
+                       (["evaluate", "cot", "--task", "rg:basic_arithmetic", "--lm", "fake", "--limit", "2",
+                         "--no-cache"], "report.json")):
+        link = tmp_path / name
+        link.symlink_to(victim)
+        res = runner.invoke(app, [*args, "-o", str(link)])
+        assert res.exit_code == 0, res.output
+        assert victim.read_text() == "keep me\n", name  # the link's target is untouched ...
+        assert not link.is_symlink() and link.stat().st_size > 0, name  # ... the link became the file
+        assert oct(link.stat().st_mode & 0o777) != "0o600"  # an ordinary new file, not a private temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.txt", "report.json", "system.py", "system.yaml"]

@@ -282,3 +282,99 @@ def test_incomplete_candidates_are_evaluated_again_once_the_provider_recovers(tm
     assert result.outage is not None and result.outage["unscored_examples"] >= 1
     assert len(result.candidates) == 5 and result.stop_reason == "max_candidates"
     assert {"chain-of-thought", "io", "self-refine"} <= {c.genome.name for c in result.candidates}
+
+
+# --------------------------------------------------------------------------------------------------
+# A provider that refuses the run: a rejected key, an unknown model, a server that is down
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_rejected_key_stops_a_search_at_once_and_stores_no_score(tmp_path: Path) -> None:
+    archive = str(tmp_path / "shared-archive")
+    with StubServer(responder=fake_over_http, fail_first_n=10**9, fail_status=401) as refusing:
+        result = _search(tmp_path, stub_lm(refusing, num_retries=3), archive=archive, name="refused")
+        assert refusing.requests <= 4  # the first refusal ends the run: no retry; at most the examples in flight
+    assert result.stop_reason == "provider" and result.candidates == [] and result.test_scores == []
+    assert "HTTP 401" in result.outage["message"] and "API key" in result.outage["message"]
+    assert all(not rec.results for rec in Archive.open(archive).list(include_pruned=True))
+    with StubServer(responder=fake_over_http) as healthy:  # the fixed key: everything is evaluated, nothing reused
+        again = _search(tmp_path, stub_lm(healthy), archive=archive, name="fixed")
+    assert again.stats["reused"] == 0 and again.stop_reason == "max_candidates"
+    assert max(c.score for c in again.candidates) > 0
+
+
+def test_a_stored_score_of_a_refusing_provider_is_never_reused(tmp_path: Path) -> None:
+    from masforge.archive.records import ResultRecord
+    from masforge.evaluators.runner import results_key
+    from masforge.runtime.lm import parse_lm
+    from masforge.seeds import load_seed
+
+    # What earlier versions stored when every request got HTTP 401: the seeds at 0.000, as wrong answers.
+    archive_path = tmp_path / "old-archive"
+    old = Archive.open(archive_path, create=True)
+    refused = "LMError: LM 'fake' failed: EndpointError: HTTP 401: Incorrect API key provided: [REDACTED]"
+    for name in ("cot", "io", "self_refine"):
+        genome = load_seed(name)
+        old.add(genome)
+        old.add_result(genome.id, ResultRecord(task=TASK, split="validation", lm_key=results_key(parse_lm("fake")),
+                                               score=0.0, n=4, failures={"lm": 4},
+                                               extra={"failure_notes": [{"error": refused}] * 4}))
+    old.close()
+    result = _search(tmp_path, "fake", archive=str(archive_path), budget={"max_candidates": 3})
+    assert result.stats["reused"] == 0 and result.spend["llm_calls"] > 0
+    assert max(c.score for c in result.candidates) > 0
+
+
+def _evaluate(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, ["evaluate", *args], env=env)
+
+
+def test_evaluate_and_compare_exit_non_zero_on_a_refused_key(tmp_path: Path) -> None:
+    with StubServer(responder=fake_over_http, fail_first_n=10**9, fail_status=401) as refusing:
+        base = ["--task", TASK, "--lm", "openai/stub", "--api-base", refusing.api_base, "--limit", "3", "--no-cache"]
+        res = _evaluate("cot", *base)
+        assert res.exit_code == 1 and "HTTP 401" in res.output and "API key" in res.output, res.output
+        assert "Traceback" not in res.output and refusing.requests <= 3
+        res = CliRunner().invoke(app, ["compare", "io", "cot", *base])
+        assert res.exit_code == 1 and "HTTP 401" in res.output, res.output
+
+
+def test_evaluate_on_a_local_server_that_is_down_exits_non_zero(tmp_path: Path) -> None:
+    from masforge.ports import free_port
+    from masforge.runtime import local_model
+
+    env = {local_model.EXTERNAL_API_BASE_ENV: f"http://127.0.0.1:{free_port()}/v1"}
+    res = _evaluate("cot", "--task", "humaneval", "--lm", "local", "--limit", "2", "--no-cache", env=env)
+    assert res.exit_code == 1, res.output
+    assert "does not answer GET /models" in res.output and "Traceback" not in res.output
+    assert "0.000" not in res.output  # no table of zeros: nothing was scored
+
+
+def test_an_unreachable_server_stops_a_search_at_once(tmp_path: Path) -> None:
+    with StubServer() as gone:
+        lm = stub_lm(gone, num_retries=3)
+    result = _search(tmp_path, lm)
+    assert result.stop_reason == "provider" and result.candidates == []
+    assert "cannot reach" in result.outage["message"] and "start that server" in result.outage["message"]
+
+
+def test_dollar_budget_holds_for_a_code_genome_sending_a_huge_prompt() -> None:
+    from masforge.genome.code import CodeSystem
+    from masforge.genome.schema import Genome
+    from masforge.runtime.sandbox import SandboxLimits
+
+    seen: list[int] = []
+
+    def responder(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        seen.append(len(str(messages[-1]["content"])))
+        return "fine"
+
+    priced = LMConfig(model="fake", price_in_per_m=10.0, price_out_per_m=10.0)  # $10 per million tokens
+    client = LMClient({"worker": priced}, cache=False, ledger=Ledger(Budget(max_dollars=0.05)), responder=responder)
+    code = ("def forward(inputs):\n    small = llm('hello')\n    big = llm('x' * (3 * 1024 * 1024))\n"
+            "    return {'answer': small + big}\n")
+    system = CodeSystem(Genome(kind="code", name="spender", code=code), client, limits=SandboxLimits(timeout_s=60))
+    with pytest.raises(BudgetExceeded, match=r"--budget-usd 0.05: the next request could cost up to \$31\."):
+        system(question="q")
+    # the small request went out; the 3 MB one (up to $31 at this price, was: sent, $25 for 10 MB) never did
+    assert seen == [5] and client.ledger.calls == 1 and client.ledger.dollars <= 0.05

@@ -445,3 +445,27 @@ def test_cli_diff(tmp_path):
     result = runner.invoke(app, ["genome", "diff", str(a), str(tmp_path / "missing.yaml")])
     assert result.exit_code == 1 and "no such genome file" in _all_output(result)
     assert "Traceback" not in _all_output(result)
+
+
+@pytest.mark.parametrize("name", ["ab\x00cd", "two\nlines", "tab\there", "bell\x07", "del\x7f", "c1\x85"])
+def test_a_name_with_a_control_character_is_refused_in_one_line(name: str, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from masforge.archive.store import Archive
+    from masforge.cli import app
+    from masforge.errors import ArchiveError
+    from masforge.seeds import load_seed
+
+    genome = load_seed("io").model_copy(update={"name": name})
+    found = problems(genome)
+    assert len(found) == 1 and found[0].startswith("name: holds a control character (U+")
+    assert "\n" not in found[0] and "\x00" not in found[0]
+    with pytest.raises(GenomeError):
+        validate(genome)
+    with Archive.open(tmp_path / "archive", create=True) as archive:
+        with pytest.raises(ArchiveError, match="control character"):
+            archive.add(genome)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({**json.loads(load_seed("io").model_dump_json()), "name": name}))
+    res = CliRunner().invoke(app, ["genome", "validate", str(path)])
+    assert res.exit_code == 1 and "control character" in res.output and "Traceback" not in res.output

@@ -12,7 +12,7 @@ import pytest
 
 from masforge.search.config import RunConfig
 from masforge.search.engine import run_search
-from masforge.testing.kill_resume import kill_and_resume
+from masforge.testing.kill_resume import kill_and_resume, kill_trials
 
 # Atomic archive creation lives in its own module; until it is there, a kill while the archive is being created
 # leaves a folder no resume accepts, so that moment is only tried where creation is atomic.
@@ -83,3 +83,9 @@ def test_a_resume_raises_only_the_limits_it_names(tmp_path: Path, monkeypatch: p
     assert resumed.config.budget.max_candidates == 3 and resumed.config.budget.max_calls == 10_000
     assert resumed.stop_reason == "max_candidates" and len(resumed.candidates) == 3
     assert resumed.spend["llm_calls"] >= first.spend["llm_calls"]  # the same ledger goes on
+
+
+def test_single_kills_resume_to_the_same_scores(tmp_path: Path) -> None:
+    report = kill_trials(tmp_path / "trials", trials=3, seed=7, strategy="evolve", candidates=6)
+    assert report.trials == 3 and not report.failures, report.failures
+    assert report.matched == 3, report.mismatches  # candidates, validation and held-out scores, each trial

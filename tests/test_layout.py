@@ -26,9 +26,9 @@ ALLOWED = {
     "testing": {"archive", "evaluators", "genome", "runtime"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
-# archive and every file written are redacted where they are made), the bounded parsing of untrusted input and
-# whether a recorded process lives. They import nothing of masforge but each other.
-LEAVES = ("errors", "text", "redact", "input_limits", "processes", "cache_root", "ports")
+# archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
+# whether a recorded process lives and writing the files users name. They import nothing of masforge but each other.
+LEAVES = ("errors", "text", "redact", "input_limits", "processes", "cache_root", "ports", "files")
 
 
 def _modules() -> dict[str, Path]:

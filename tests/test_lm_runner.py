@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.errors import BudgetExceeded, LMError  # noqa: E402
+from masforge.errors import BudgetExceeded, LMError, ProviderError  # noqa: E402
 from masforge.evaluators.runner import Cascade, EvalReport, Evaluator, ExampleResult  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import Task  # noqa: E402
@@ -187,14 +187,44 @@ def test_bad_request_is_not_retried(sleeps):
     assert not info.value.infrastructure  # the request was refused: the system's failure
 
 
-def test_unreachable_endpoint_is_a_one_line_lm_error(sleeps):
+def test_unreachable_endpoint_stops_the_run_at_once(sleeps):
     with StubServer() as stub:
         base = stub.api_base
-    client = LMClient({"worker": LMConfig(model="openai/stub", api_base=base, num_retries=1)}, cache=False)
-    with pytest.raises(LMError) as info:
+    client = LMClient({"worker": LMConfig(model="openai/stub", api_base=base, num_retries=3)}, cache=False)
+    with pytest.raises(ProviderError) as info:
         client.complete(MSG)
-    assert len(sleeps) == 1  # a refused connection is transient: retried, then reported
-    assert "\n" not in str(info.value) and "cannot reach" in str(info.value)
+    assert sleeps == []  # nothing answers there: no retry can mend that
+    message = str(info.value)
+    assert "\n" not in message and "cannot reach" in message and "start that server" in message
+    assert client.ledger.calls == 1 and client.ledger.failures == {"unreachable": 1}
+    with pytest.raises(ProviderError):  # every later call stops too, without a request
+        client.complete([{"role": "user", "content": "another"}])
+    assert client.ledger.calls == 1
+
+
+@pytest.mark.parametrize(("status", "words"), [(401, "check the API key in $STUB_KEY"),
+                                               (403, "check the API key in $STUB_KEY"),
+                                               (404, "does not know this model")])
+def test_a_refused_key_or_unknown_model_stops_the_run_at_once(status, words, sleeps, monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-stub-" + "k" * 24)
+    with StubServer(fail_first_n=10**6, fail_status=status) as stub:
+        client = LMClient({"worker": stub_config(stub, api_key_env="STUB_KEY")}, cache=False)
+        with pytest.raises(ProviderError) as info:
+            client.complete(MSG)
+        assert stub.requests == 1 and sleeps == []
+        assert f"HTTP {status}" in str(info.value) and words in str(info.value)
+        assert info.value.limit == "provider" and client.ledger.halted is not None
+
+
+def test_an_unknown_model_named_in_a_400_answer_is_a_refusal_of_the_run():
+    class BadRequestError(Exception):
+        status_code = 400
+
+    kind = lm_module.failure_kind
+    assert kind(lm_module.EndpointError(400, "The model `gpt-9` does not exist")) == "not_found"
+    assert kind(BadRequestError("Invalid model: unknown model 'gpt-9'")) == "not_found"
+    assert kind(lm_module.EndpointError(400, "max_tokens is too large")) == "client_error"
+    assert kind(ConnectionError("cannot reach http://x/v1: ConnectionResetError: reset by peer")) == "connection"
 
 
 def test_direct_endpoint_sends_the_body_litellm_sends(stub):
@@ -241,15 +271,33 @@ def test_max_calls_budget_names_the_limit():
     assert client.ledger.calls == 2
 
 
-def test_max_dollars_budget_with_a_priced_fake():
-    priced = LMConfig(model="fake", price_in_per_m=1_000_000.0, price_out_per_m=1_000_000.0)  # $1 per token
-    client = LMClient({"worker": priced}, cache=False, ledger=Ledger(Budget(max_dollars=5.0)))
-    first = client.complete(MSG)
-    assert first.cost >= 5.0
+def test_dollar_budget_refuses_a_request_that_could_cross_it():
+    priced = LMConfig(model="fake", price_in_per_m=10.0, price_out_per_m=10.0, max_tokens=500)  # $10 per M tokens
+    client = LMClient({"worker": priced}, cache=False, ledger=Ledger(Budget(max_dollars=0.05)))
+    sent = 0
     with pytest.raises(BudgetExceeded) as info:
-        client.complete([{"role": "user", "content": "again"}])
-    assert info.value.limit == "dollars" and "--budget-usd 5" in str(info.value)
-    assert client.ledger.dollars == pytest.approx(first.cost)
+        while True:
+            client.complete([{"role": "user", "content": f"question {sent}"}])
+            sent += 1
+    # each request could cost up to ~$0.0055 (its prompt as bytes and 500 completion tokens): the limit holds
+    assert sent >= 8 and client.ledger.dollars <= 0.05
+    assert info.value.limit == "dollars" and "--budget-usd 0.05" in str(info.value)
+    assert "could cost up to $0.005" in str(info.value) and "500 completion tokens" in str(info.value)
+    assert client.ledger.reserved_dollars == 0.0 and client.ledger.in_flight == 0
+
+
+def test_a_huge_prompt_is_refused_before_it_is_sent():
+    seen: list[int] = []
+
+    def responder(messages, info):
+        seen.append(1)
+        return "answer"
+
+    priced = LMConfig(model="fake", price_in_per_m=10.0, price_out_per_m=10.0)
+    client = LMClient({"worker": priced}, cache=False, ledger=Ledger(Budget(max_dollars=0.01)), responder=responder)
+    with pytest.raises(BudgetExceeded, match=r"could cost up to \$10\.0"):
+        client.complete([{"role": "user", "content": "x" * 1_000_000}])
+    assert seen == [] and client.ledger.calls == 0 and client.ledger.dollars == 0.0
 
 
 def test_max_tokens_budget():

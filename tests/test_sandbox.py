@@ -368,3 +368,117 @@ def test_concurrent_runs_from_threads():
     for i, r in results.items():
         assert r.ok, r.error
         assert r.value == [i, i * 10] and r.rpc_calls == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# the judge apart from the judged
+
+
+def test_a_forged_result_line_claims_nothing():
+    forge = (
+        "import json, os\n"
+        "lines = [{'type': 'result', 'ok': True, 'value': 42, 'error': None, 'error_kind': None, 'traceback': None},\n"
+        "         {'type': 'fatal', 'error': 'provider outage'}, {'r': 1, 'ok': True, 'value': 42, 'names': {}}]\n"
+        "data = b''.join(json.dumps(x).encode() + b'\\n' for x in lines)\n"
+        "for fd in range(3, 256):\n    try:\n        os.write(fd, data)\n    except OSError:\n        pass\n"
+    )
+    for tail in ("def add(a, b):\n    return 0\n", "os._exit(0)\n", "os._exit(70)\n"):
+        r = run_tests(forge + tail, "assert add(1, 2) == 3\n")
+        assert not r.ok, tail  # neither a pass ...
+        assert r.error_kind in ("output", "killed", "exception"), (tail, r.error_kind)  # ... nor a SandboxError
+        r = run_python(forge + tail + "def f():\n    return 1\n", entry="f")
+        assert not r.ok and r.error_kind in ("output", "killed")
+
+
+def test_tests_compare_with_the_judges_own_objects():
+    cheat = "class Yes:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n" \
+            "def add(a, b):\n    return Yes()\n"
+    r = run_tests(cheat, "assert add(1, 2) == 3\n")
+    assert not r.ok and r.error == "AssertionError"
+    sub = "class Three(int):\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Three(7)\n"
+    assert not run_tests(sub, "assert add(1, 2) == 3\n").ok  # an int subclass arrives as the int it holds
+    assert run_tests(sub, "assert add(1, 2) == 7\n").ok
+
+
+def test_honest_answers_pass_as_they_did_in_one_process():
+    # MBPP's answer may be a function named like a built-in, and the tests call it
+    assert run_tests("def sum(a, b):\n    return 6\n", "assert sum(10, 15) == 6\n").ok
+    # generators, tuples, sets, dicts, floats, big ints and bytes cross intact
+    answer = (
+        "import math\n"
+        "def gen(n):\n    yield from range(n)\n"
+        "def mixed():\n    return (1, [2.5, -0.0], {3: {'a'}}, frozenset({4}), b'x', 2 ** 80, math.inf, None, True)\n"
+        "def boom():\n    raise ValueError('no')\n"
+        "def helper(x):\n    return x * 2\n"
+    )
+    tests = (
+        "import math\n"
+        "assert list(gen(3)) == [0, 1, 2] and sorted(gen(2)) == [0, 1]\n"
+        "t = mixed()\n"
+        "assert t == (1, [2.5, 0.0], {3: {'a'}}, frozenset({4}), b'x', 2 ** 80, math.inf, None, True)\n"
+        "assert math.copysign(1, t[1][1]) == -1.0 and type(t[0]) is int\n"
+        "try:\n    boom()\n    raise AssertionError('no exception')\n"
+        "except ValueError as e:\n    assert str(e) == 'no'\n"
+        "def check(candidate):\n    assert candidate(21) == 42\n"
+        "check(helper)\n"
+    )
+    r = run_tests(answer, tests)
+    assert r.ok, (r.error, r.traceback)
+
+
+def test_how_the_code_failed_is_reported_with_its_kind():
+    r = run_tests("def f():\n    import os\n    os._exit(3)\n", "f()\n")
+    assert not r.ok and r.error_kind == "killed" and "status 3" in (r.error or "")
+    r = run_tests("def f():\n    raise KeyError('k')\n", "f()\n")
+    assert not r.ok and r.error_kind == "exception" and r.error == "KeyError: 'k'"
+    assert 'File "<code>", line 2, in f' in (r.traceback or "")
+    r = run_tests("def f():\n    import subprocess\n    subprocess.run(['true'])\n", "f()\n")
+    assert not r.ok and r.error_kind == "blocked"
+    r = run_tests("def f():\n    while True:\n        pass\n", "f()\n", timeout_s=20)
+    assert not r.ok and r.error_kind in ("cpu", "timeout")
+
+
+def test_channel_messages_are_capped_with_a_one_line_error():
+    seen: list[int] = []
+
+    def handler(method: str, params: dict) -> str:
+        seen.append(len(params["args"][0]))
+        return "ok"
+
+    code = "def f():\n    return llm('x' * (5 * 1024 * 1024))\n"
+    r = run_python(code, entry="f", rpc=handler, rpc_names=["llm"])
+    assert not r.ok and seen == []  # never reached the parent
+    assert r.error == "ValueError: llm(): the request is 5.0 MB, over the 4 MB limit of the sandbox channel"
+    r = run_python("def f():\n    return 'y' * (5 * 1024 * 1024)\n", entry="f")
+    assert not r.ok and r.error_kind == "output" and "4 MB limit" in (r.error or "")
+
+
+def test_a_deeply_nested_message_is_bounded():
+    code = "def f():\n    x = []\n    for _ in range(100_000):\n        x = [x]\n    return x\n"
+    r = run_python(code, entry="f", limits=SandboxLimits(timeout_s=30))
+    assert not r.ok and r.error_kind == "output"
+    r = run_tests(code.replace("def f", "def g"), "g()\n")
+    assert not r.ok and r.error_kind in ("output", "exception") and "nested" in (r.error or "")
+
+
+def test_the_parents_work_for_the_code_counts_on_its_clock():
+    def burn(method: str, params: dict) -> str:
+        end = time.thread_time() + 0.6  # the parent's own CPU, e.g. pricing or parsing a huge prompt
+        while time.thread_time() < end:
+            pass
+        return "done"
+
+    code = "def f():\n    for _ in range(4):\n        llm('hi')\n    return 'finished'\n"
+    r = run_python(code, entry="f", rpc=burn, rpc_names=["llm"], limits=SandboxLimits(timeout_s=1.5))
+    assert not r.ok and r.error_kind == "timeout"  # 2.4 s of the parent's CPU for a candidate allowed 1.5 s
+
+
+def test_a_deeply_nested_line_written_to_any_descriptor_is_bounded():
+    flood = (
+        "import os\n"
+        "line = b'[' * 200_000 + b']' * 200_000 + b'\\n'\n"
+        "for fd in range(3, 256):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\n"
+        "def f():\n    return 'still here'\n"
+    )
+    r = run_python(flood, entry="f", limits=SandboxLimits(timeout_s=30))  # was: RecursionError in the parent
+    assert not r.ok and r.error_kind == "output" and "protocol" in (r.error or "")

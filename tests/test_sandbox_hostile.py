@@ -182,3 +182,190 @@ def test_startup_sweep_kills_processes_of_free_sandbox_uids():
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
+
+
+# --------------------------------------------------------------------------------------------------
+# wherever masforge is installed, with no silent downgrade
+
+
+@pytest.mark.skipif(not isolation().private_fs, reason="bubblewrap is not available here")
+def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
+    # A clone in the temp folder, as on a CI runner: its environment and the bootstrap live under /tmp, which is
+    # the sandbox's private /tmp too.
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    clone = Path(tempfile.mkdtemp(prefix="masforge-clone-"))
+    try:
+        clone.chmod(0o755)  # readable by the sandbox's uid: only the bind decides what it sees
+        venv = clone / ".venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        child = clone / "_sandbox_child.py"
+        shutil.copy(iso_module.CHILD_SCRIPT, child)
+        ledger = clone / "runs" / "latest" / "ledger.jsonl"  # the run folder beside the environment
+        ledger.parent.mkdir(parents=True)
+        ledger.write_text("{}\n")
+        for folder in (ledger.parent, ledger.parent.parent):
+            folder.chmod(0o755)
+        probe = (f"import os, sys\nprint(sys.executable, os.path.exists({str(ledger)!r}), "
+                 f"os.path.isdir({str(venv / 'bin')!r}))")
+        script = (
+            "import masforge.runtime.isolation as iso, masforge.runtime.sandbox as sb\n"
+            f"iso.CHILD_SCRIPT = sb.CHILD_SCRIPT = {str(child)!r}\n"
+            "i = iso.isolation()\n"
+            f"r = sb.run_python({probe!r})\n"
+            "print(i.mode, '|', '; '.join(i.missing), '|', r.ok, r.error, r.stdout.strip())\n"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env.pop("MASFORGE_SANDBOX", None)
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, env=env,
+                             timeout=120, check=True).stdout
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
+    mode, missing, result = (part.strip() for part in out.strip().splitlines()[-1].split("|"))
+    assert mode == "bwrap" and "private /tmp" not in missing, out
+    # the environment is there (read-only), the run folder beside it is not
+    assert result == f"True None {venv / 'bin' / 'python'} False True", out
+
+
+def test_a_fallback_names_its_true_cause(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(iso_module, "_state", {})
+    found = isolation()
+    assert found.mode in ("unshare", "process")
+    assert any("bubblewrap failed here: bwrap: setting up uid map: Permission denied" in m for m in found.missing)
+    assert not any("cannot create namespaces" in m for m in found.missing)
+
+
+def test_generated_code_refuses_weaker_isolation_unless_accepted(monkeypatch: pytest.MonkeyPatch):
+    from masforge.errors import SandboxUnavailable
+    from masforge.evaluators.runner import Evaluator
+    from masforge.evaluators.tasks import get_task
+    from masforge.genome.compile import compile_genome
+    from masforge.seeds import load_seed
+
+    weaker = iso_module.Isolation("unshare", IS_ROOT, ("read-only file system view and private /tmp (bubblewrap "
+                                                       "failed here: bwrap: no user namespaces)",), unshare="unshare")
+    monkeypatch.setattr(iso_module, "_state", {"auto": weaker, "swept": 0, "swept_dirs": 0})
+    monkeypatch.delenv("MASFORGE_SANDBOX", raising=False)
+    with pytest.raises(SandboxUnavailable) as info:
+        run_python("print(1)")
+    message = str(info.value)
+    assert "\n" not in message and "bwrap: no user namespaces" in message
+    assert "apt install bubblewrap" in message and "MASFORGE_SANDBOX=unshare" in message
+    code = Genome(kind="code", name="c", code="def forward(inputs):\n    return {'answer': '1'}\n")
+    with pytest.raises(SandboxUnavailable):
+        compile_genome(code, LMClient({"worker": "fake"}, cache=False))
+    # code answers: the evaluation stops at once instead of scoring every answer 0
+    client = LMClient({"worker": "fake"}, cache=False)
+    with pytest.raises(SandboxUnavailable):
+        Evaluator(get_task("humaneval"), client, limit=2).evaluate(load_seed("io"))
+    # the user accepts less by choosing the mode
+    monkeypatch.setenv("MASFORGE_SANDBOX", "unshare")
+    monkeypatch.setattr(iso_module, "_state", {})
+    assert run_python("print(1)").ok
+
+
+def test_leftover_run_folders_are_removed_at_the_next_start(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / f"masforge-sbx-{dead.pid}-12345-abcd1234"
+    (leftover / "sub").mkdir(parents=True)
+    (leftover / "sub" / "big").write_bytes(b"x" * 1_000_000)
+    (leftover / "sub").chmod(0o500)  # the code made it hard to remove
+    own = iso_module.host_run_dir()
+    try:
+        mine = tmp_path / os.path.basename(own)
+        os.rename(own, mine)  # a live run of this process
+        other = tmp_path / "masforge-sbx-notes"  # not a run folder's name
+        other.mkdir()
+        monkeypatch.setattr(iso_module.tempfile, "gettempdir", lambda: str(tmp_path))
+        monkeypatch.setattr(iso_module, "_state", {})
+        isolation()
+        assert not leftover.exists() and mine.exists() and other.exists()
+        assert sandbox_status()["leftover_run_dirs_removed"] == 1
+    finally:
+        iso_module.remove_tree(str(mine))
+
+
+# --------------------------------------------------------------------------------------------------
+# tools and the fake LM under threads
+
+
+def test_python_parsing_is_serialised_across_threads():
+    # CPython 3.11 converts a parsed tree with one depth counter per interpreter (gh-106905): a second thread
+    # parsing while the first is mid-conversion (here: stopped in a garbage collection) breaks the first one
+    # ("AST constructor recursion depth mismatch"), which made the calculator and the fake LM answer at random.
+    import ast
+    import gc
+    import sys
+    import threading
+
+    inside, other_done = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+    armed = [True]
+
+    def in_ast_parse() -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_name == "parse" and frame.f_code.co_filename == ast.__file__:
+                return True
+            frame = frame.f_back
+        return False
+
+    def pause(phase: str, info: dict) -> None:
+        if phase == "start" and armed[0] and threading.current_thread() is first and in_ast_parse():
+            armed[0] = False
+            inside.set()
+            overlapped.append(other_done.wait(1.5))  # does the other thread's parse finish meanwhile?
+
+    def second() -> None:
+        inside.wait(10)
+        calculate("6 * 7")
+        other_done.set()
+
+    expression = "+".join(f"({i} * 2)" for i in range(150))
+    first = threading.Thread(target=lambda: calculate(expression))
+    other = threading.Thread(target=second)
+    threshold = gc.get_threshold()
+    gc.callbacks.append(pause)
+    gc.set_threshold(1)
+    try:
+        other.start()
+        first.start()
+        first.join(20)
+        other.join(20)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(pause)
+    assert overlapped == [False]  # the other parse waited until the first one had finished
+    assert ast.parse("1 + 1", mode="eval").body.op.__class__ is ast.Add
+
+
+def test_the_fake_lm_raises_a_fault_instead_of_answering_otherwise(monkeypatch: pytest.MonkeyPatch):
+    from masforge.runtime import fake_lm
+
+    question = [{"role": "user", "content": "What is 12 * 7?\nFinal answer:"}]
+    assert fake_lm.fake_reply(question).endswith("Final answer: 84")
+
+    def broken(expression: str) -> str:
+        raise SystemError("AST constructor recursion depth mismatch (before=18, after=2)")
+
+    monkeypatch.setattr(tools_module, "calculate", broken)
+    with pytest.raises(SystemError):  # was: "fake answer <digest>", a different reply cached for good
+        fake_lm.fake_reply(question)
+
+
+def test_a_killed_masforge_leaves_no_run_folder_after_the_next_start(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    from masforge.testing.hostile import leftover_after_kill
+
+    _mode_available("unshare", monkeypatch)  # the only mode whose run folders live in the host's temp folder
+    outcome = leftover_after_kill(str(tmp_path), env={"MASFORGE_SANDBOX": "unshare"})
+    assert outcome.written >= 48 << 20  # the sandbox had filled its folder when masforge was killed
+    assert outcome.after_next_start == 0

@@ -1,6 +1,6 @@
-"""Secrets are never written: a key a provider echoes back in a 401 body is redacted before it reaches the
-archive (git objects, commit messages, the SQLite index), the run folder (events, summary, config), the
-report, exports and the CLI's error lines."""
+"""Secrets are never written: a key a provider echoes back in a 401 or 400 body, or in an answer, is redacted before
+it reaches the archive (git objects, commit messages, the SQLite index), the run folder (events, summary, config),
+the answer cache, the report, exports and the CLI's error lines."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from masforge.archive.records import ResultRecord
 from masforge.archive.store import Archive
 from masforge.cli import app
-from masforge.errors import ArchiveError, LMError
+from masforge.errors import ArchiveError, LMError, ProviderError
 from masforge.genome.io import parse_genome_text
 from masforge.genome.validate import problems
 from masforge.redact import REDACTED, install_log_redaction, redact, redact_data, register_secret
@@ -148,22 +148,32 @@ def _assert_nowhere(root: Path, secrets: list[str]) -> int:
 def test_planted_key_echoed_in_401_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     planted = _planted()
     monkeypatch.setenv("MASFORGE_PLANTED_CREDS", planted)  # an innocent-looking name: only the config marks it
+    lm = {"model": "openai/stub", "api_key_env": "MASFORGE_PLANTED_CREDS", "num_retries": 0}
+    runner = CliRunner()
     with StubServer(fail_first_n=10**6, fail_status=401, echo_auth=True) as stub:
-        # The stub really echoes the key: the first call fails with it in the body.
+        # The stub really echoes the key: the first call fails with it in the body, and stops the run.
         cfg = LMConfig(model="openai/stub", api_base=stub.api_base, api_key_env="MASFORGE_PLANTED_CREDS",
                        num_retries=0)
-        with pytest.raises(LMError) as caught:
+        with pytest.raises(ProviderError) as caught:
             LMClient({"worker": cfg}, cache=False).complete([{"role": "user", "content": "hi"}])
         assert "Incorrect API key provided" in str(caught.value) and planted not in str(caught.value)
-
+        refused = tmp_path / "refused"
+        config = {"task": TASK, "strategy": ["random"], "seeds": ["cot", "io"], "limit": 3, "budget":
+                  {"max_candidates": 3}, "meta_lm": "fake", "lm": {**lm, "api_base": stub.api_base}}
+        (tmp_path / "refused.yaml").write_text(json.dumps(config), encoding="utf-8")
+        out = runner.invoke(app, ["search", "--config", str(tmp_path / "refused.yaml"), "-o", str(refused),
+                                  "--quiet"])
+        assert out.exit_code == 1 and "Incorrect API key provided" in out.output, out.output
+    (refused / "cli_output.txt").write_text(out.output, encoding="utf-8")
+    assert _assert_nowhere(refused, [planted]) > 5
+    # A provider that quotes the key in an ordinary refusal (400): the run goes on and stores its failure notes.
+    with StubServer(fail_first_n=10**6, fail_status=400, echo_auth=True) as stub:
         config = {
             "task": TASK, "strategy": ["random"], "seeds": ["cot", "io"], "limit": 3, "test_limit": 2,
             "test_top_k": 1, "budget": {"max_candidates": 3}, "meta_lm": "fake",
-            "lm": {"model": "openai/stub", "api_base": stub.api_base, "api_key_env": "MASFORGE_PLANTED_CREDS",
-                   "num_retries": 0},
+            "lm": {**lm, "api_base": stub.api_base},
         }
         (tmp_path / "run.yaml").write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
-        runner = CliRunner()
         out = runner.invoke(app, ["search", "--config", str(tmp_path / "run.yaml"), "-o", str(tmp_path / "runs"),
                                   "--quiet"])
         assert out.exit_code == 0, out.output
@@ -187,3 +197,18 @@ def test_planted_key_echoed_in_401_is_never_written(tmp_path: Path, monkeypatch:
     assert checked > 10
     for name in ("report.html", "events.jsonl", "summary.json", "config.yaml", "archive/.masforge-index.sqlite"):
         assert (run_dir / name).is_file(), name
+
+
+def test_a_key_inside_an_answer_is_not_cached_nor_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from masforge.runtime.lm_cache import LMCache
+
+    planted = _planted()
+    monkeypatch.setenv("MASFORGE_PLANTED_CREDS", planted)
+    with StubServer(responder=lambda messages, body: f"your key is {planted}, keep it safe") as stub:
+        cfg = LMConfig(model="openai/stub", api_base=stub.api_base, api_key_env="MASFORGE_PLANTED_CREDS")
+        cache = LMCache(tmp_path / "answers.sqlite")
+        first = LMClient({"worker": cfg}, cache=cache).complete([{"role": "user", "content": "hi"}])
+        again = LMClient({"worker": cfg}, cache=cache).complete([{"role": "user", "content": "hi"}])
+    assert first.text == again.text == f"your key is {REDACTED}, keep it safe" and again.cached
+    assert planted.encode() not in (tmp_path / "answers.sqlite").read_bytes()
+    assert all(planted.encode() not in p.read_bytes() for p in tmp_path.iterdir())

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from masforge.errors import BudgetExceeded, MasforgeError
+from masforge.errors import BudgetExceeded, MasforgeError, stop_error
 from masforge.runtime.ledger import Completion, Ledger
 from masforge.runtime.lm_cache import LMCache
 
@@ -64,9 +64,10 @@ class RunHub:
         if work is not None and not completion.cached:
             self._count(work)
 
-    def settle(self, work: str | None, completion: Completion, note: str | None = None) -> None:
+    def settle(self, work: str | None, completion: Completion, note: str | None = None,
+               worst_dollars: float = 0.0) -> None:
         """A request a worker reserved got its answer (see :meth:`Ledger.settle`)."""
-        self.ledger.settle(completion, note)
+        self.ledger.settle(completion, note, worst_dollars)
         if work is not None:
             self._count(work)
 
@@ -120,7 +121,7 @@ class SharedLedger:
         if out[0] == "ok":
             return out[1]
         if out[0] == "budget":
-            raise BudgetExceeded(out[1], out[2])
+            raise stop_error(out[1], out[2])
         raise MasforgeError(f"the run's shared ledger failed: {out[1]}")
 
     def add(self, c: Completion) -> None:
@@ -130,12 +131,12 @@ class SharedLedger:
             return
         self._get(self._hub.add.remote(CURRENT_WORK.get(), c))
 
-    def settle(self, c: Completion, note: str | None = None) -> None:
+    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0) -> None:
         local = object.__getattribute__(self, "_detached")
         if local is not None:
-            local.ledger.settle(c, note)
+            local.ledger.settle(c, note, worst_dollars)
             return
-        self._get(self._hub.settle.remote(CURRENT_WORK.get(), c, note))
+        self._get(self._hub.settle.remote(CURRENT_WORK.get(), c, note, worst_dollars))
 
     def detach(self) -> Ledger:
         """Copy the hub's final totals here (before the hub goes away) and keep using them locally."""

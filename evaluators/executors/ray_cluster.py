@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from masforge.errors import BudgetExceeded, ConfigError
+from masforge.errors import BudgetExceeded, ConfigError, stop_error
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors.base import EvalJob, ExampleBatch, Executor
 from masforge.evaluators.executors.hub import CURRENT_WORK, RunHub, SharedCache, SharedLedger, ledger_state
@@ -198,7 +198,7 @@ class RayBatch(ExampleBatch):
             outer.set_result(failed_example(example, self.job.mapping, f"Ray worker failed: {first}", "worker"))
             return
         if isinstance(value, Stopped):
-            outer.set_exception(BudgetExceeded(value.limit, value.message))
+            outer.set_exception(stop_error(value.limit, value.message))
             return
         if attempt > 1:
             # The dead attempts' paid calls are in the hub's ledger and their answers in the cache, where this

@@ -21,6 +21,7 @@ from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
 from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
 from masforge.errors import ConfigError, GenomeError, MasforgeError
+from masforge.files import write_text_file
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
@@ -260,8 +261,7 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
 
 
 def _write_json(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(redact_data(data), indent=2, default=str))
+    write_text_file(path, json.dumps(redact_data(data), indent=2, default=str))
 
 
 @app.command()
@@ -475,7 +475,7 @@ def search(
             console.print(f"report: {path}")
         except MasforgeError as exc:  # the search result stands even if the report cannot be drawn
             print_error(f"report not written: {exc}")
-        if result.stop_reason == "outage":
+        if result.stop_reason in ("outage", "provider", "sandbox"):
             raise typer.Exit(1)
 
 
@@ -502,6 +502,8 @@ STOP_REASONS = {
     "patience": "no new best for --patience candidates",
     "interrupted": "interrupted (Ctrl-C)",
     "outage": "provider outage (see below)",
+    "provider": "the LM provider refuses the run (see below)",
+    "sandbox": "the sandbox misses a layer generated code needs (see below)",
 }
 
 

@@ -44,6 +44,7 @@ from masforge.export.inline import (
     used_imports,
 )
 from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_exported
+from masforge.files import write_text_file
 from masforge.genome.schema import Genome
 from masforge.redact import redact
 from masforge.runtime.lm_config import LMConfig, parse_lm
@@ -606,8 +607,6 @@ def _export_code(genome: Genome, filename: str, found: dict[str, Any]) -> str:
 
 
 def write_export(text: str, output: str | Path) -> Path:
-    """Write an export to ``output`` (parents created); returns the path."""
-    p = Path(output)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(redact(text), encoding="utf-8")
-    return p
+    """Write an export to ``output`` (parents created; a symlink there is replaced, never followed); returns the
+    path."""
+    return write_text_file(output, redact(text))

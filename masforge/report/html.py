@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from masforge.files import write_text_file
 from masforge.redact import redact
 from masforge.report.charts import esc, lineage_svg, pareto_chart, progress_chart
 from masforge.report.data import DESCENDANT_DEPTH, ReportData, build_report, num
@@ -286,10 +287,7 @@ def render_html(data: ReportData) -> str:
 
 def write_report(data: ReportData, output: str | Path) -> Path:
     """Render ``data`` and write it to ``output``."""
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(redact(render_html(data)), encoding="utf-8")
-    return path
+    return write_text_file(output, redact(render_html(data)))
 
 
 def generate_report(run: str | Path, output: str | Path | None = None) -> Path:

@@ -24,7 +24,14 @@ class EndpointError(Exception):
         self.retry_after = retry_after
         """Seconds the server asked to wait (``Retry-After``), if it said."""
         self.kind = kind or ("rate_limit" if status_code == 429 else "server_error" if status_code >= 500
+                             else "access" if status_code in (401, 403) else "not_found" if status_code == 404
                              else "client_error")
+
+
+class Unreachable(ConnectionError):
+    """Nothing answers at an endpoint (connection refused, no such host): not a fault a retry can mend."""
+
+    kind = "unreachable"
 
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
@@ -115,11 +122,15 @@ class Endpoint:
 
     def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes, Any]:
         """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers).
-        Transport failures raise ConnectionError or TimeoutError (both retried, and counted, by the caller)."""
+        Transport failures raise ConnectionError or TimeoutError (both retried, and counted, by the caller), or
+        :class:`Unreachable` when no connection can be made at all (the server is down or the address wrong)."""
         conn = self._take_idle()
         try:
             if conn is None:
-                conn = self._connect(timeout)
+                try:
+                    conn = self._connect(timeout)
+                except (ConnectionRefusedError, socket.gaierror) as exc:
+                    raise Unreachable(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
             else:
                 conn.timeout = timeout
                 if conn.sock is not None:
@@ -136,6 +147,8 @@ class Endpoint:
             if conn is not None:
                 conn.close()
             raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
+        except Unreachable:
+            raise
         except (OSError, http.client.HTTPException) as exc:
             if conn is not None:
                 conn.close()

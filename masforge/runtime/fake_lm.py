@@ -42,9 +42,9 @@ def arithmetic_answer(text: str) -> str | None:
     for expr in _ARITH.findall(text):
         try:
             return calculate(expr)
-        except Exception:
+        except (ArithmeticError, ValueError, SyntaxError):  # not an expression it computes: try the next
             continue
-    return None
+    return None  # anything else is a fault, raised: a fake that answered otherwise would be cached for good
 
 
 def fake_reply(messages: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:

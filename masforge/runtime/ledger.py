@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from masforge.errors import BudgetExceeded
+from masforge.errors import BudgetExceeded, RunHalted, stop_error
 from masforge.runtime.budget import Budget, Usage
 
 
@@ -60,6 +60,10 @@ class Ledger:
         """The most requests one LM call has needed (1 + its retries)."""
         self.in_flight = 0
         self.max_in_flight = 0
+        self.reserved_dollars = 0.0
+        """What the requests in flight could cost at most (their worst-case estimates, see :meth:`reserve`)."""
+        self.halted: tuple[str, str] | None = None
+        """(limit, message) of a :class:`RunHalted` that stopped the run: every later request raises it again."""
         self.prior_s = 0.0
         """Running time of earlier sessions of a resumed run."""
         self.started = time.monotonic()
@@ -82,15 +86,26 @@ class Ledger:
         return Usage(dollars=self.dollars, tokens=self.tokens, calls=self.calls, seconds=self.elapsed_s)
 
     def exceeded(self) -> str | None:
-        """Name of the first spend limit reached, or None."""
+        """Name of the first spend limit reached (or of the halt that stopped the run), or None."""
+        if self.halted is not None:
+            return self.halted[0]
         stop = self.budget.stop(self.usage(), spend_only=True)
         return stop.limit if stop else None
 
     def check(self) -> None:
         """Raise :class:`BudgetExceeded` naming the limit (and its flag) if one is reached."""
+        if self.halted is not None:
+            raise stop_error(*self.halted)
         stop = self.budget.stop(self.usage(), spend_only=True)
         if stop is not None:
             raise BudgetExceeded(stop.limit, stop.message)
+
+    def halt(self, exc: RunHalted) -> None:
+        """The run cannot go on (a provider refuses it, the sandbox is missing): every later request raises
+        ``exc`` again, wherever it comes from (the first halt is kept)."""
+        with self._lock:
+            if self.halted is None:
+                self.halted = (exc.limit, str(exc))
 
     def overshoot(self) -> dict[str, float]:
         """How far spending went past each spend limit (0 where not passed or not set)."""
@@ -104,23 +119,38 @@ class Ledger:
 
     # ------------------------------------------------------------------ requests
 
-    def reserve(self, attempt: int = 1) -> None:
+    def reserve(self, attempt: int = 1, worst_dollars: float = 0.0, worst_detail: str = "") -> None:
         """Check the budget and count one request about to be sent, the ``attempt``-th for its LM call (raises
-        :class:`BudgetExceeded`)."""
+        :class:`BudgetExceeded`). ``worst_dollars`` is the most the request can cost (its prompt and max_tokens at
+        the model's price): it is refused if that, with what the requests in flight could cost, would pass the
+        dollar limit, so the limit holds whatever the provider answers (``worst_detail`` says how it was priced).
+        Pass the same ``worst_dollars`` to :meth:`settle`, :meth:`fail` or :meth:`release`."""
         with self._lock:
+            if self.halted is not None:
+                raise stop_error(*self.halted)
             stop = self.budget.stop(self.usage(), spend_only=True)
             if stop is not None:
                 raise BudgetExceeded(stop.limit, stop.message)
+            cap = self.budget.max_dollars
+            if cap is not None and worst_dollars > 0 and self.dollars + self.reserved_dollars + worst_dollars > cap:
+                left = max(0.0, cap - self.dollars - self.reserved_dollars)
+                raise BudgetExceeded("dollars", (
+                    f"budget reached: --budget-usd {cap:g}: the next request could cost up to ${worst_dollars:.4f}"
+                    f"{f' ({worst_detail})' if worst_detail else ''}, more than the ${left:.4f} left (spent "
+                    f"${self.dollars:.4f}, ${self.reserved_dollars:.4f} in flight); raise it to go on (a stopped "
+                    "search continues with --resume)"))
+            self.reserved_dollars += worst_dollars
             self.max_attempt = max(self.max_attempt, attempt)
             self.calls += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self._write({"r": 1})
 
-    def settle(self, c: Completion, note: str | None = None) -> None:
+    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0) -> None:
         """A reserved request answered: add its tokens and cost."""
         with self._lock:
             self.in_flight -= 1
+            self.reserved_dollars = max(0.0, self.reserved_dollars - worst_dollars)
             self.prompt_tokens += c.prompt_tokens
             self.completion_tokens += c.completion_tokens
             self.dollars += c.cost
@@ -130,17 +160,19 @@ class Ledger:
                 row["n"] = note
             self._write(row)
 
-    def release(self) -> None:
+    def release(self, worst_dollars: float = 0.0) -> None:
         """Undo a reservation whose request was never sent."""
         with self._lock:
             self.in_flight -= 1
+            self.reserved_dollars = max(0.0, self.reserved_dollars - worst_dollars)
             self.calls -= 1
             self._write({"u": 1})
 
-    def fail(self, kind: str) -> None:
+    def fail(self, kind: str, worst_dollars: float = 0.0) -> None:
         """A reserved request that got no usable answer (``kind`` as in :attr:`failures`)."""
         with self._lock:
             self.in_flight -= 1
+            self.reserved_dollars = max(0.0, self.reserved_dollars - worst_dollars)
             self.errors += 1
             self.failures[kind] += 1
             self._write({"f": kind})

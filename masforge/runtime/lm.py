@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,13 +18,21 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
-from masforge.errors import BudgetExceeded, ConfigError, LMError, LocalModelError  # noqa: E402
-from masforge.redact import redact, register_secret  # noqa: E402
+from masforge.errors import (  # noqa: E402
+    BudgetExceeded,
+    ConfigError,
+    LMError,
+    LocalModelError,
+    MasforgeError,
+    ProviderError,
+)
+from masforge.redact import redact, redact_secret_values, register_secret  # noqa: E402
 from masforge.runtime.budget import Budget  # noqa: E402
 from masforge.runtime.endpoint import (  # noqa: E402
     PLAIN_EXTRA,
     Endpoint,
     EndpointError,
+    Unreachable,
     catalog_price,
     retry_after_seconds,
 )
@@ -46,8 +55,18 @@ Messages = list[dict[str, Any]]
 Responder = Callable[[Messages, dict[str, Any]], str]
 
 # Failure kinds of one request (the ledger counts them). Transient ones are retried; all but client_error are
-# the provider's fault, so an example that meets one for good is unscored rather than wrong.
+# the provider's fault, so an example that meets one for good is unscored rather than wrong. The provider's refusals
+# of the run itself (a rejected key, an unknown model, a server nobody answers at) stop the run at once.
 TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection", "bad_answer"})
+REFUSAL_FIXES = {
+    "access": "the provider refused the credentials: check the API key{env} and that it may use this model",
+    "not_found": "the provider does not know this model: check its name (--lm, or lms: in the run configuration)",
+    "unreachable": "nothing answers there: start that server, or fix --api-base / the model's api_base",
+}
+_UNREACHABLE = re.compile(r"connection refused|name or service not known|nodename nor servname|temporary failure in "
+                          r"name resolution|no address associated with hostname|getaddrinfo failed|errno 111\b", re.I)
+_UNKNOWN_MODEL = re.compile(r"\bmodel\b.{0,120}\b(not found|does not exist|not exist|unknown)|\bunknown model\b|"
+                            r"\bmodel_not_found\b", re.I | re.S)
 _CLIENT_ERRORS = ("BadRequestError", "ContextWindowExceededError", "ContentPolicyViolationError",
                   "UnprocessableEntityError")
 MAX_RETRY_AFTER_S = 60.0
@@ -56,18 +75,19 @@ CHARS_PER_TOKEN_CAP = 16
 
 
 def failure_kind(exc: BaseException) -> str:
-    """What kind of failure a request met: rate_limit, server_error, timeout, connection, bad_answer, access,
-    not_found, client_error (the request itself was refused) or error (anything else)."""
+    """What kind of failure a request met: rate_limit, server_error, timeout, connection, bad_answer, access (a
+    rejected key), not_found (an unknown model), unreachable (nothing answers at the address), client_error (the
+    request itself was refused) or error (anything else)."""
     kind = getattr(exc, "kind", None)
-    if isinstance(exc, EndpointError) and isinstance(kind, str):
-        return kind
+    if isinstance(exc, EndpointError | Unreachable) and isinstance(kind, str):
+        return "not_found" if kind == "client_error" and _UNKNOWN_MODEL.search(str(exc)) else kind
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     if isinstance(exc, TimeoutError) or "Timeout" in name or status == 408:
         return "timeout"
     if isinstance(exc, ConnectionError) or name == "APIConnectionError":
-        return "connection"
+        return "unreachable" if _UNREACHABLE.search(str(exc)) else "connection"
     if status == 429 or name == "RateLimitError":
         return "rate_limit"
     if (status is not None and status >= 500) or name in ("ServiceUnavailableError", "InternalServerError",
@@ -78,7 +98,7 @@ def failure_kind(exc: BaseException) -> str:
     if status == 404 or name == "NotFoundError":
         return "not_found"
     if name in _CLIENT_ERRORS or (status is not None and 400 <= status < 500):
-        return "client_error"
+        return "not_found" if _UNKNOWN_MODEL.search(str(exc)) else "client_error"
     return "error"
 
 
@@ -165,8 +185,8 @@ class LMClient:
         if self.cache is not None and use_cache:
             hit = self.cache.get(key)
             if hit is not None:
-                c = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["cost"], 0.0,
-                               True, cfg.model)
+                c = Completion(redact_secret_values(hit["text"]), hit["prompt_tokens"], hit["completion_tokens"],
+                               hit["cost"], 0.0, True, cfg.model)
                 self.ledger.add(c)
                 self._note(alias, c)
                 return c
@@ -177,6 +197,7 @@ class LMClient:
         self.ledger.check()
         with self._semaphore(cfg):
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
+        c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
@@ -197,8 +218,9 @@ class LMClient:
         once (a provider glitch, if it was one, rarely repeats; a model that really says nothing is then
         believed)."""
         attempt = 0
+        worst, detail = self._worst_cost(cfg, messages, mtok)
         while True:
-            self.ledger.reserve(attempt + 1)
+            self.ledger.reserve(attempt + 1, worst, detail)
             start = time.perf_counter()
             try:
                 with waiting_on_provider():
@@ -206,12 +228,17 @@ class LMClient:
                         c = self._fake(cfg, messages, temp, sample, start)
                     else:
                         c = self._litellm(cfg, messages, temp, mtok, sample, response_format, start, stop)
-            except (BudgetExceeded, ConfigError, LocalModelError):
-                self.ledger.release()  # nothing was sent
+            except BudgetExceeded:
+                self.ledger.release(worst)  # nothing was sent
                 raise
+            except (ConfigError, LocalModelError) as exc:
+                self.ledger.release(worst)  # nothing was sent, and nothing will be: the LM cannot be used
+                halt = ProviderError(f"LM '{cfg.model}' cannot be used: {exc}")
+                self.ledger.halt(halt)
+                raise halt from exc
             except BaseException as exc:
                 kind = failure_kind(exc) if isinstance(exc, Exception) else "interrupted"
-                self.ledger.fail(kind)
+                self.ledger.fail(kind, worst)
                 if not isinstance(exc, Exception):
                     raise
                 if kind not in TRANSIENT_KINDS or attempt >= cfg.num_retries:
@@ -224,7 +251,7 @@ class LMClient:
                 continue
             c.text = cut_at_stop(c.text, stop)  # a provider (or the fake LM) that ignores stop strings
             note = self._check_answer(c, mtok)
-            self.ledger.settle(c, note)
+            self.ledger.settle(c, note, worst)
             if note == "empty" and attempt == 0 and cfg.num_retries > 0:
                 attempt += 1
                 continue
@@ -240,7 +267,7 @@ class LMClient:
             return "overlong"
         return None
 
-    def _give_up(self, cfg: LMConfig, exc: Exception, kind: str, attempt: int, start: float) -> LMError:
+    def _give_up(self, cfg: LMConfig, exc: Exception, kind: str, attempt: int, start: float) -> MasforgeError:
         detail = redact(str(exc)).strip()  # before cutting: a cut key would no longer be recognised
         first = detail.splitlines()[0][:300] if detail else ""
         tries = f" after {attempt + 1} tries" if attempt else ""
@@ -248,9 +275,30 @@ class LMClient:
         infrastructure = kind != "client_error"
         note_lm_call(LMCall(alias="", model=cfg.model, latency_s=time.perf_counter() - start,
                             error=redact(f"{type(exc).__name__}: {exc}")[:300]))
+        if kind in REFUSAL_FIXES:
+            env = f" in ${cfg.api_key_env}" if cfg.api_key_env else ""
+            halt = ProviderError(f"LM '{cfg.model}' cannot be used: {type(exc).__name__}: {first}; "
+                                 f"{REFUSAL_FIXES[kind].format(env=env)} (nothing was scored)")
+            self.ledger.halt(halt)
+            return halt
         if infrastructure:
             note_incident(text)
         return LMError(text, infrastructure=infrastructure)
+
+    def _worst_cost(self, cfg: LMConfig, messages: Messages, mtok: int) -> tuple[float, str]:
+        """The most one request can cost: every byte of the prompt a token (no tokenizer makes more) and the whole
+        ``max_tokens`` generated, at the model's price; and how that was priced, in words."""
+        if cfg.price_in_per_m is not None or cfg.price_out_per_m is not None:
+            p_in, p_out = (cfg.price_in_per_m or 0.0) / 1e6, (cfg.price_out_per_m or 0.0) / 1e6
+        elif cfg.is_local or cfg.is_fake:
+            return 0.0, ""
+        else:
+            p_in, p_out = catalog_price(cfg.model)
+        if p_in <= 0 and p_out <= 0:
+            return 0.0, ""
+        prompt = 16 + sum(8 + len(str(m.get("content", "")).encode("utf-8", "replace")) for m in messages)
+        return prompt * p_in + mtok * p_out, (f"a prompt of at most {prompt:,} tokens and {mtok:,} completion tokens "
+                                              f"at the price of {cfg.model}")
 
     def _fake(self, cfg: LMConfig, messages: Messages, temp: float, sample: int, start: float) -> Completion:
         from masforge.runtime.fake_lm import fake_reply

@@ -6,20 +6,26 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/runtime/_sandbox_child.py`` inside the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces
-where available). The bootstrap reads its job from an in-memory file, drops privileges, creates the
-private run directory, sets the limits, installs an audit hook and runs the code as module
-``__sandbox__`` (then the ``entry`` function, if given). The module is not named ``__main__``, so
-``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a solution's
-demo code or ``input()`` cannot break its tests, an entry call does not run demo code);
-``sys.modules["__main__"]`` is aliased to it. The child's result and its RPC requests travel as JSON
-lines over a dedicated pipe pair (passed with ``pass_fds``), separate from the captured stdout/stderr.
-The parent serves RPC requests with the caller's handler and watches the wall clock; time spent
-serving RPC does not count, except for ``timed_rpc_names`` (tools), which run in a thread while the
-clock runs.
+``masforge/runtime/_sandbox_child.py`` (compiled once per process, handed over in a sealed in-memory file) inside
+the OS layers of `masforge.runtime.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
+from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
+*judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
+with that channel closed) installs the audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
+function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as
+in the official HumanEval harness: a solution's demo code or ``input()`` cannot break its tests, an entry call does
+not run demo code); ``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code
+itself, calling the module's functions in the worker: only plain data crosses back (an object of the code stays an
+opaque handle), so a test compares with the judge's own objects. The judge's result and the RPC requests it relays
+travel as JSON lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``),
+separate from the captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70),
+so nothing the code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and
+watches the wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU
+time spent serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
 
 Enforced (Linux), first the OS layers (see `masforge.runtime.isolation` for which hold on this machine; a
-missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``):
+missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
+bubblewrap's file-system layer, generated code does not run at all (one line with
+the fix, see `masforge.errors.SandboxUnavailable`) unless the user chose a weaker mode with ``MASFORGE_SANDBOX``:
 
 * **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
   it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
@@ -83,9 +89,11 @@ Not enforced / limits of this design:
 * Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
 * No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
   the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
-* The child's result is reported by the child: code that deliberately forges the protocol (writing
-  to the channel fd itself, or rewriting the bootstrap's frames) can fake its own result. The sandbox
-  protects the host, not the integrity of a score against adversarial code.
+* The judge sees the code only through its worker's answers: a test passes when the values the code returns are
+  the expected ones. Code that knows the tests can still special-case their inputs, or redefine a helper the
+  tests call (as in one process, a function of the code hides the built-in of that name); nothing it prints or
+  writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
+  ``ctypes``, if present) so that the worker, which has the same uid, cannot reach into it.
 * POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
 
 Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and
@@ -103,11 +111,9 @@ import math
 import os
 import secrets
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -117,12 +123,14 @@ from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
 from masforge.runtime.isolation import (
-    CHILD_SCRIPT,
     SAFE_PATH,
     Isolation,
     _kill_uid,
     _UidLease,
+    child_command,
+    host_run_dir,
     isolation,
+    remove_tree,
     sandbox_status,
 )
 
@@ -134,7 +142,11 @@ RpcHandler = Callable[[str, dict[str, Any]], Any]
 to the child, where it is raised as ``RuntimeError("<ExceptionType>: <message>")``."""
 
 _MAX_OPEN_FILES = 256
-_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Largest message between sandboxed code and masforge (an ``llm()`` prompt, a return value): a larger one is
+refused with a one-line error (no model reads a million tokens, and parsing or pricing it would cost the parent)."""
+_PARENT_MESSAGE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # the judge's envelope around a message of the code
+_EXIT_OK, _EXIT_FATAL = 0, 70  # the judge's exit statuses for success and a failed set-up (see _sandbox_child)
 _OUTPUT_KILL_BYTES = 64 * 1024 * 1024
 """Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
 _DRAIN_GRACE_S = 2.0
@@ -406,9 +418,9 @@ class _Supervisor:
             line = bytes(self._chan_buf[:newline])
             del self._chan_buf[: newline + 1]
             spent += self._on_message(line)
-        if len(self._chan_buf) > _MAX_MESSAGE_BYTES:
-            limit_mb = _MAX_MESSAGE_BYTES // (1024 * 1024)
-            self.protocol_error = f"ValueError: a message from the sandboxed code exceeds {limit_mb} MB"
+        if len(self._chan_buf) > _PARENT_MESSAGE_BYTES:
+            limit_mb = MAX_MESSAGE_BYTES // (1024 * 1024)
+            self.protocol_error = f"ValueError: a message from the sandbox exceeds {limit_mb} MB"
             self._chan_buf.clear()
             self._sel.unregister(self.chan_r)
             self.kill_group()
@@ -418,8 +430,8 @@ class _Supervisor:
     def _on_message(self, line: bytes) -> float:
         try:
             message = json.loads(line)
-        except ValueError:
-            return 0.0  # not ours (the code wrote to the channel fd); ignore
+        except (ValueError, RecursionError):
+            return 0.0  # only the judge writes here; a line it did not write well is ignored
         if not isinstance(message, dict):
             return 0.0
         kind = message.get("type")
@@ -449,7 +461,7 @@ class _Supervisor:
         if method in self.timed_names:
             self._start_timed_rpc(self.rpc, method, payload)
             return 0.0
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.thread_time()
         try:
             result = self.rpc(method, payload)
         except BudgetExceeded:
@@ -459,7 +471,8 @@ class _Supervisor:
             self._send_reply(_error_reply(exc))
         else:
             self._send_reply(_ok_reply(result))
-        return time.monotonic() - start
+        # Waiting on a provider does not count against the code; the parent's own work for it does.
+        return max(0.0, (time.monotonic() - start) - (time.thread_time() - cpu_start))
 
     def _start_timed_rpc(self, rpc: RpcHandler, method: str, payload: dict[str, Any]) -> None:
         """Serve ``method`` in a thread while the loop keeps the clock (and may kill the child)."""
@@ -537,7 +550,10 @@ class _Supervisor:
         if self.output_exceeded:
             mb = self.output_kill_bytes // (1024 * 1024)
             return False, None, f"OutputLimitExceeded: printed more than {mb} MB; killed", "output", None
-        if self.result is not None:
+        # The judge's exit status confirms what it reported: a success is 0, a failed set-up 70. The code under test
+        # runs in the judge's worker and cannot set that status, so whatever it writes cannot claim either.
+        status = None if self.iso.death_signal(self.returncode) is not None else self.returncode
+        if self.result is not None and (not self.result.get("ok") or status == _EXIT_OK):
             r = self.result
             ok = bool(r.get("ok"))
             error, kind = r.get("error"), r.get("error_kind")
@@ -546,7 +562,7 @@ class _Supervisor:
             return ok, r.get("value") if ok else None, error, kind, r.get("traceback")
         if self.protocol_error is not None:
             return False, None, self.protocol_error, "output", None
-        if self.fatal is not None:
+        if self.fatal is not None and status == _EXIT_FATAL:
             raise SandboxError(f"the sandbox could not be set up: {self.fatal}")
         if self.timed_out:
             return False, None, f"TimeoutError: killed after {float(limits.timeout_s)} s", "timeout", None
@@ -601,21 +617,6 @@ def _check_files(files: dict[str, str]) -> None:
             raise TypeError(f"run_python: file {name!r} must be text (str), got {type(text).__name__}")
 
 
-def _remove_tree(path: str) -> None:
-    def make_writable(func: Callable[..., Any], failed: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                os.chmod(failed, 0o700)
-            func(failed)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=make_writable)
-    if os.path.lexists(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def run_python(
     code: str,
     *,
@@ -627,12 +628,15 @@ def run_python(
     rpc_names: Sequence[str] = (),
     timed_rpc_names: Sequence[str] = (),
     files: dict[str, str] | None = None,
+    tests: str | None = None,
 ) -> SandboxResult:
     """Run ``code`` as a module in a fresh sandboxed process and report what happened.
 
     With ``entry``, the top-level function of that name is then called with ``args``/``kwargs``
     (JSON-able) and its JSON-encoded return value comes back as ``value``; without it the module
-    just runs (e.g. a solution followed by its test asserts) and ``ok`` means no exception.
+    just runs and ``ok`` means no exception. With ``tests`` (test code, e.g. asserts), the tests run in the
+    sandbox's judge process against the module's functions, which run in its worker: ``ok`` means every test
+    passed, and nothing the code does or writes can claim that it did (see ``_sandbox_child``).
 
     ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
     calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``
@@ -661,12 +665,15 @@ def run_python(
         raise ValueError("run_python: rpc_names given without an rpc handler")
     if entry is not None and not entry.isidentifier():
         raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
+    if tests is not None and entry is not None:
+        raise ValueError("run_python: give either entry or tests, not both")
     _check_json("args", args)
     _check_json("kwargs", kwargs)
     _check_files(files)
     if not sys.executable:
         raise SandboxError("sys.executable is unknown: cannot start a sandbox interpreter")
     iso = isolation()
+    iso.require_file_system_layer()
 
     started_at = time.monotonic()
     lease: _UidLease | None = None
@@ -679,7 +686,7 @@ def run_python(
         if iso.root:
             lease = _UidLease()
         if iso.run_dir_on_host():
-            tmp = os.path.realpath(tempfile.mkdtemp(prefix="masforge-sbx-"))
+            tmp = host_run_dir()
             host_dir = True
             if lease is not None:
                 os.chown(tmp, lease.uid, lease.gid)
@@ -693,6 +700,8 @@ def run_python(
             "kwargs": kwargs,
             "rpc_names": list(names),
             "files": files,
+            "tests": tests,
+            "max_message_bytes": MAX_MESSAGE_BYTES,
             "tmp": tmp,
             "network": limits.network,
             "uid": lease.uid if lease is not None else None,
@@ -717,7 +726,7 @@ def run_python(
         life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
         parent_fds += [life_r, life_w]
         child_fds = (chan_w, reply_r, job_fd, life_r)
-        inner = [sys.executable, "-S", "-P", "-s", CHILD_SCRIPT, *(str(fd) for fd in child_fds)]
+        inner, code_fd = child_command(list(child_fds))
         command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
         env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
         try:
@@ -726,7 +735,7 @@ def run_python(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=child_fds,
+                pass_fds=(*child_fds, code_fd),
                 cwd=tmp if host_dir else "/",
                 env=env,
                 start_new_session=True,
@@ -778,9 +787,12 @@ def run_python(
                 _kill_uid(lease.uid)
             lease.release()
         if tmp is not None and host_dir:
-            _remove_tree(tmp)
+            remove_tree(tmp)
 
 
 def run_tests(solution: str, test_code: str, *, timeout_s: float = 10.0) -> SandboxResult:
-    """Run a code answer followed by its test code (asserts) in the sandbox; ok means all passed."""
-    return run_python(f"{solution}\n\n{test_code}\n", limits=SandboxLimits(timeout_s=timeout_s))
+    """Run a code answer, then its test code (asserts) against it, in the sandbox; ok means every test passed.
+
+    The tests run in the sandbox's judge, the answer in its worker: the tests call the answer's functions across
+    the process boundary and compare what comes back (plain data) with their own objects."""
+    return run_python(solution, tests=test_code, limits=SandboxLimits(timeout_s=timeout_s))

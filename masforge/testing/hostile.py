@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import textwrap
 import threading
@@ -108,6 +109,28 @@ class Probe:
     key: str = field(default_factory=lambda: "sk-planted-" + uuid.uuid4().hex)
     port: int = 0
     key_file: str = ""
+    run_files: list[str] = field(default_factory=list)
+    unix_socket: str = ""
+    abstract_socket: str = ""
+
+    def plant_run_files(self, directories: list[str]) -> list[str]:
+        """A run folder (ledger, archive git data, index) holding the key, in each of ``directories``; returns the
+        folders made (the caller removes them)."""
+        made = []
+        for directory in directories:
+            run = os.path.join(directory, f"masforge-run-{self.token}")
+            for rel in ("ledger.jsonl", "archive/.git/HEAD", "archive/.masforge-index.sqlite"):
+                path = os.path.join(run, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(f'{{"key": "{self.key}"}}\n')
+                self.run_files.append(path)
+            for root, dirs, _ in os.walk(run):  # world-readable, as a run folder usually is
+                for d in dirs:
+                    os.chmod(os.path.join(root, d), 0o755)
+            os.chmod(run, 0o755)
+            made.append(run)
+        return made
 
     def plant_key_file(self, directory: str) -> None:
         """A private (0600) file holding the key, as a provider key file would be."""
@@ -124,7 +147,8 @@ class Probe:
     def fill(self, template: str) -> str:
         return (template.replace("@TOKEN@", self.token).replace("@PORT@", str(self.port))
                 .replace("@PATHS@", repr(self.outside_paths())).replace("@PARENT@", str(os.getpid()))
-                .replace("@KEYFILE@", repr(self.key_file)))
+                .replace("@KEYFILE@", repr(self.key_file)).replace("@RUNFILES@", repr(self.run_files))
+                .replace("@UNIX@", repr(self.unix_socket)).replace("@ABSTRACT@", repr(self.abstract_socket)))
 
 
 @dataclass(frozen=True)
@@ -140,8 +164,8 @@ class Attack:
     tool_calls: bool = False
     """Uses ``tool()`` (only meaningful as a code genome, where tools exist)."""
     needs_private_fs: bool = False
-    """Gets past the audit hook (``os.mkfifo`` and ``dir_fd`` are not audited): only the read-only view and
-    private /tmp of bubblewrap contain it; without them it writes to world-writable host directories."""
+    """Gets past the audit hook (``os.mkfifo``, ``dir_fd``, reading files and native code are not audited): only the
+    read-only view and private /tmp of bubblewrap contain it; without them it reaches the host's files."""
 
 
 _WRITE_OUTSIDE = """
@@ -396,6 +420,72 @@ if hits:
 raise last
 """
 
+_READ_RUN_FILES = """
+found = []
+for path in @RUNFILES@:
+    try:
+        found.append(open(path).read())
+    except OSError:
+        pass
+print("\\n".join(found))
+answer = "\\n".join(found)
+"""
+
+_UNIX_SOCKET = """
+import socket
+reached, last = [], None
+for address in (@UNIX@, "\\0" + @ABSTRACT@):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address)
+        reached.append(address)
+    except OSError as exc:
+        last = exc
+try:  # native code: libc's socket() and connect() through cffi's backend, which no audit hook sees
+    import _cffi_backend as B
+    lib = B.load_library(None)
+    int_t = B.new_primitive_type("int")
+    char_p = B.new_pointer_type(B.new_primitive_type("char"))
+    sock = lib.load_function(B.new_function_type((int_t, int_t, int_t), int_t, False), "socket")
+    conn = lib.load_function(B.new_function_type((int_t, char_p, int_t), int_t, False), "connect")
+    for raw in (@UNIX@.encode(), b"\\0" + @ABSTRACT@.encode()):
+        addr = (1).to_bytes(2, "little") + raw + b"\\0" * (108 - len(raw))
+        if conn(sock(1, 1, 0), B.newp(B.new_array_type(char_p, len(addr)), addr), 2 + len(raw)) == 0:
+            reached.append(raw)
+except ImportError:
+    pass
+if reached:
+    raise RuntimeError("connected to " + repr(reached))
+raise last
+"""
+
+_FORGE_PASS = """
+import json, os
+# Every line the sandbox protocol knows, written to every descriptor this process has, then out without a word.
+lines = [{"type": "result", "ok": True, "value": 42, "error": None, "error_kind": None, "traceback": None},
+         {"r": 1, "ok": True, "value": 42, "names": {}}, {"rpc_reply": {"ok": True, "result": 42}}]
+data = b"".join(json.dumps(line).encode() + b"\\n" for line in lines)
+for fd in range(3, 256):
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+answer = 42
+os._exit(0)
+"""
+
+_FORGE_FATAL = """
+import json, os
+# The set-up failure the sandbox reports when it cannot start: three of these in a row were an outage.
+data = json.dumps({"type": "fatal", "error": "provider outage"}).encode() + b"\\n"
+for fd in range(3, 256):
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+os._exit(70)
+"""
+
 _CALCULATOR_BOMB = """
 answers = [tool("calculator", "((9**99)**999)**99") for _ in range(7)]
 bombs = ("9**9**9**9", "(2**999)**999", "round(5, -10**9)", "(10**999)*(10**999)*(10**999)*(10**999)*(10**999)")
@@ -431,6 +521,15 @@ ATTACKS: tuple[Attack, ...] = (
            _TAMPER_SUBCLASSES, frozenset({"blocked"})),
     Attack("tamper-toctou", "write through a path object whose __fspath__ answers differently on each call",
            _TAMPER_TOCTOU, frozenset({"blocked", "exception"})),
+    Attack("read-run-files", "read the run's ledger, archive git data and index (beside the installation and in "
+           "the host's temp folder)", _READ_RUN_FILES, frozenset({"wrong", "exception"}), needs_private_fs=True),
+    Attack("unix-socket", "connect to a host Unix-socket service (a file and an abstract name), also with native "
+           "code through cffi's backend, which the audit hook does not see", _UNIX_SOCKET,
+           frozenset({"blocked", "exception"}), needs_private_fs=True),
+    Attack("forge-pass", "write result lines of the sandbox protocol to every descriptor, then exit: claim a pass",
+           _FORGE_PASS, frozenset({"output", "killed", "exception", "wrong"})),
+    Attack("forge-fatal", "write the sandbox's set-up failure line to every descriptor and exit 70: claim an "
+           "infrastructure failure", _FORGE_FATAL, frozenset({"output", "killed", "exception"})),
     Attack("calculator-bomb", "((9**99)**999)**99 seven times and other huge powers via tool()",
            _CALCULATOR_BOMB, frozenset({"wrong"}), tool_calls=True),
     Attack("tool-flood", "100000 tool() calls in one forward", _TOOL_FLOOD, frozenset({"exception"}),
@@ -477,25 +576,49 @@ class Outcome:
 
 
 class Listener:
-    """A TCP listener on the loopback interface that records whether anything connected."""
+    """A TCP listener on the loopback interface, and Unix-socket listeners (a file in a private folder of the host's
+    temp folder, an abstract name), that record whether anything connected."""
 
-    def __init__(self) -> None:
+    def __init__(self, probe: Probe | None = None) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
+        self.unix: list[tuple[str, socket.socket]] = []
+        self._dir: str | None = None
+        if probe is not None:
+            self._dir = tempfile.mkdtemp(prefix="masforge-service-")
+            os.chmod(self._dir, 0o755)  # a service socket anyone may use, as a database's often is
+            probe.unix_socket = os.path.join(self._dir, "service.sock")
+            probe.abstract_socket = f"masforge-service-{probe.token}"
+            for address, shown in ((probe.unix_socket, probe.unix_socket),
+                                   ("\0" + probe.abstract_socket, "@" + probe.abstract_socket)):
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(address)
+                listener.listen(16)
+                listener.setblocking(False)
+                self.unix.append((shown, listener))
+            os.chmod(probe.unix_socket, 0o777)
 
-    def connected(self) -> bool:
-        try:
-            conn, _ = self.sock.accept()
-        except BlockingIOError:
-            return False
-        conn.close()
-        return True
+    def connected(self) -> list[str]:
+        """Where something connected: ``127.0.0.1:<port>`` and Unix-socket addresses."""
+        found = []
+        for shown, sock in [(f"127.0.0.1:{self.port}", self.sock), *self.unix]:
+            try:
+                conn, _ = sock.accept()
+            except BlockingIOError:
+                continue
+            conn.close()
+            found.append(shown)
+        return found
 
     def close(self) -> None:
         self.sock.close()
+        for _, sock in self.unix:
+            sock.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class SandboxRecorder:
@@ -553,8 +676,7 @@ def escapes(attack: Attack, probe: Probe, listener: Listener, seen: str, cpu_s: 
                     os.unlink(os.path.join(directory, name))
                 except OSError:
                     pass
-    if listener.connected():
-        found.append(f"connection to 127.0.0.1:{listener.port}")
+    found += [f"connection to {where}" for where in listener.connected()]
     if probe.key in seen:
         found.append("planted key returned")
     if "SANDBOX-ID" in seen:
@@ -641,10 +763,11 @@ def run_attack(attack: Attack, form: str) -> Outcome:
     evaluation path, with a key planted in the parent's environment (where a provider key lives), then
     check the host for escapes. A benign candidate / example evaluated right after must still score 1."""
     probe = Probe()
-    listener = Listener()
+    listener = Listener(probe)
     probe.port = listener.port
     keys = tempfile.mkdtemp(prefix="masforge-keys-")
     probe.plant_key_file(keys)
+    runs = probe.plant_run_files(_run_file_places())
     os.environ["MASFORGE_PLANTED_KEY"] = probe.key
     cpu0 = time.process_time()
     start = time.monotonic()
@@ -654,15 +777,30 @@ def run_attack(attack: Attack, form: str) -> Outcome:
             score, kind, error, seen = runner(attack, probe, recorder)
     finally:
         os.environ.pop("MASFORGE_PLANTED_KEY", None)
-        shutil.rmtree(keys, ignore_errors=True)
+        for folder in [keys, *runs]:
+            shutil.rmtree(folder, ignore_errors=True)
     seconds = time.monotonic() - start
     cpu = time.process_time() - cpu0
     try:
         found = escapes(attack, probe, listener, seen, cpu)
     finally:
         listener.close()
+    if score > 0:
+        found.append(f"scored {score:g}: claimed a pass it did not earn")
+    if kind in ("sandbox", "unscored"):
+        found.append("claimed a failure of the infrastructure (left unscored)")
     benign_ok = seen.endswith("benign=1.0")
     return Outcome(attack.name, form, kind, str(error or ""), found, seconds, score, benign_ok)
+
+
+def _run_file_places() -> list[str]:
+    """Where a run folder is planted: the host's temp folder, and beside masforge's Python environment (a clone's
+    ``runs/`` sits next to its ``.venv``) when that folder is writable."""
+    places = [tempfile.gettempdir()]
+    beside = os.path.dirname(os.path.realpath(sys.prefix))
+    if os.access(beside, os.W_OK) and beside not in places:
+        places.append(beside)
+    return places
 
 
 def forms_of(attack: Attack) -> tuple[str, ...]:
@@ -788,3 +926,85 @@ def kill_masforge_mid_run(workdir: str, *, env: dict[str, str] | None = None, wa
             break
         time.sleep(0.1)
     return KillOutcome(len(tree), len(busy), alive)
+
+
+FILLER_GENOME = '''"""
+name: disk-filler
+description: writes 48 MB into its run directory, then sleeps (its run directory must not outlive a killed masforge)
+inputs: [question]
+outputs: [answer]
+"""
+
+
+def forward(inputs):
+    import time
+
+    block = b"x" * (1 << 20)
+    for i in range(48):
+        with open(f"fill-{i}", "wb") as fh:
+            fh.write(block)
+    open("filled", "w").close()
+    while True:
+        time.sleep(0.05)
+'''
+
+
+def _run_dir_bytes(pid: int) -> int:
+    """Bytes in host run folders named after masforge process ``pid``."""
+    total = 0
+    base = tempfile.gettempdir()
+    for entry in os.scandir(base):
+        if entry.name.startswith(f"masforge-sbx-{pid}-"):
+            for root, _, files in os.walk(entry.path):
+                for name in files:
+                    try:
+                        total += os.lstat(os.path.join(root, name)).st_size
+                    except OSError:
+                        pass
+    return total
+
+
+@dataclass
+class LeftoverOutcome:
+    """One SIGKILL of ``masforge evaluate`` while its sandbox filled its run directory."""
+
+    written: int
+    """Bytes the sandbox had written to folders of the host's temp folder when masforge was killed."""
+    after_next_start: int
+    """Of those, bytes still there after the next start of masforge."""
+
+
+def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait_s: float = 90.0) -> LeftoverOutcome:
+    """Start ``masforge evaluate`` on `FILLER_GENOME`, SIGKILL it once the sandbox has written its 48 MB, start
+    masforge again (its sandbox start-up) and measure what is left in the host's temp folder. With bubblewrap the
+    run directory is in the sandbox's private /tmp: nothing reaches the host at all."""
+    import subprocess
+    import sys
+
+    genome = os.path.join(workdir, "disk_filler.py")
+    with open(genome, "w", encoding="utf-8") as fh:
+        fh.write(FILLER_GENOME)
+    full_env = {**os.environ, **(env or {})}
+    command = [sys.executable, "-m", "masforge", "evaluate", genome, "--task", "rg:basic_arithmetic", "--lm", "fake",
+               "--limit", "1", "--no-cache"]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=full_env, cwd=workdir, start_new_session=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            busy = [p for p in descendants(proc.pid) if "_sandbox_child.py" in _cmdline(p)]
+            if busy and (_run_dir_bytes(proc.pid) >= 48 << 20 or time.monotonic() > deadline - wait_s / 2):
+                time.sleep(0.5)  # the file system view of bubblewrap shows nothing here: give it time to write
+                break
+            time.sleep(0.1)
+        written = _run_dir_bytes(proc.pid)
+        os.kill(proc.pid, 9)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    time.sleep(1.0)  # the sandbox notices its parent is gone and exits
+    subprocess.run([sys.executable, "-c", "from masforge.runtime.isolation import isolation; isolation()"],
+                   env=full_env, cwd=workdir, capture_output=True, timeout=120, check=False)
+    return LeftoverOutcome(written, _run_dir_bytes(proc.pid))

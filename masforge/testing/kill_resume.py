@@ -6,7 +6,8 @@ end: no finished evaluation was lost (every result stored before a kill is in th
 (genome, split) result recorded twice in the archive's journal), the final candidates equal those of an
 uninterrupted run with the same seed, and the ledger counts every request the (deterministic, fake-answering)
 LM server received. The LM is a :class:`~masforge.testing.stub_server.StubServer` in this process, so the
-requests are counted outside the process being killed.
+requests are counted outside the process being killed. :func:`kill_trials` repeats a single kill and resume many
+times over, each compared score for score with the uninterrupted run.
 
 Used at CI size by ``tests/test_kill_resume.py`` and as a soak run by ``bench/kill_resume.py``.
 """
@@ -56,7 +57,7 @@ class KillReport:
     repeated: list[str] = field(default_factory=list)
     """(genome, split) results recorded more than once."""
     final_equal: bool = False
-    """The final candidates (ids, in order) equal the uninterrupted run's."""
+    """The final candidates (ids, in order), their scores and the held-out scores equal the uninterrupted run's."""
     diverged_at: int | None = None
     candidates: int = 0
     reference_requests: int = 0
@@ -165,6 +166,101 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], deadline: float) -> boo
     return False
 
 
+def outcome(summary: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """What a run found: each candidate with its validation score, then each finalist with its held-out score, in
+    order (scores rounded to 9 places: the same evaluations give the same numbers)."""
+    return [("candidate", c["id"], round(float(c["score"]), 9)) for c in summary["candidates"]] + \
+        [("test", t["genome_id"], round(float(t["test"]), 9)) for t in summary["test"]]
+
+
+def _reference(work: Path, *, strategy: str, candidates: int, seed: int, latency_s: float,
+               env: dict[str, str]) -> tuple[dict[str, Any], int, float]:
+    """The uninterrupted run (its own LM server, cache and output): (summary, LM requests, seconds)."""
+    with StubServer(responder=_fake_over_http, latency_s=latency_s) as ref_stub:
+        cfg_path = work / "reference.json"
+        cfg_path.write_text(json.dumps(run_config(ref_stub, work / "reference", strategy=strategy,
+                                                  candidates=candidates, seed=seed)))
+        t0 = time.monotonic()
+        done = subprocess.run(_command(cfg_path, work / "reference" / RUN_NAME, False), capture_output=True,
+                              env={**env, "MASFORGE_CACHE": str(work / "cache-reference")})
+        duration = time.monotonic() - t0
+        if done.returncode != 0:
+            raise RuntimeError(f"the reference run failed: {done.stderr.decode()[-500:]}")
+        requests = ref_stub.requests
+    return _summary(work / "reference" / RUN_NAME), requests, duration
+
+
+@dataclass
+class TrialsReport:
+    """Independent kill-and-resume trials against one uninterrupted run."""
+
+    trials: int = 0
+    matched: int = 0
+    """Trials whose final candidates, validation scores and held-out scores equal the uninterrupted run's."""
+    killed: int = 0
+    """Trials whose session was SIGKILLed (the others ended before their kill moment)."""
+    mismatches: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def kill_trials(workdir: str | Path, *, trials: int = 20, seed: int = 0, strategy: str = "evolve",
+                candidates: int = 12, latency_s: float = 0.01, progress: Any = None) -> TrialsReport:
+    """``trials`` times: start the search afresh (its own LM server and cache), SIGKILL it at a random moment,
+    resume it to the end and compare what it found, score for score, with an uninterrupted run's."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    say = progress or (lambda text: None)
+    started = time.monotonic()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MASFORGE_OFFLINE": "1"}
+    reference, _, _ = _reference(work, strategy=strategy, candidates=candidates, seed=seed, latency_s=latency_s,
+                                 env=env)
+    expected = outcome(reference)
+    report = TrialsReport()
+    for t in range(trials):
+        trial = work / f"trial-{t}"
+        run_dir = trial / RUN_NAME
+        trial_env = {**env, "MASFORGE_CACHE": str(trial / "cache")}
+        with StubServer(responder=_fake_over_http, latency_s=latency_s) as stub:
+            cfg_path = trial / "config.json"
+            trial.mkdir(parents=True, exist_ok=True)
+            cfg_path.write_text(json.dumps(run_config(stub, trial, strategy=strategy, candidates=candidates,
+                                                      seed=seed)))
+            proc = subprocess.Popen(_command(cfg_path, run_dir, False), env=trial_env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            target = rng.randint(0, max(0, candidates - 1))
+            while proc.poll() is None and _logged(run_dir) < target:
+                time.sleep(0.005)
+            deadline = time.monotonic() + rng.uniform(0.0, 1.0)
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.002)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                report.killed += 1
+            proc.wait()
+            final = subprocess.run(_command(cfg_path, run_dir, (run_dir / "config.yaml").is_file()), env=trial_env,
+                                   capture_output=True)
+        report.trials += 1
+        if final.returncode != 0:
+            report.failures.append(f"trial {t + 1}: {final.stderr.decode().strip()[-300:]}")
+            continue
+        got = outcome(_summary(run_dir))
+        if got == expected:
+            report.matched += 1
+        else:
+            first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b),
+                         min(len(got), len(expected)))
+            report.mismatches.append(f"trial {t + 1}: first difference at {first}: "
+                                     f"{got[first] if first < len(got) else '-'} vs "
+                                     f"{expected[first] if first < len(expected) else '-'}")
+        say(f"trial {t + 1}/{trials}: killed after {target} logged candidates; "
+            f"{report.matched}/{report.trials} equal the uninterrupted run")
+        shutil.rmtree(trial, ignore_errors=True)
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
+
+
 def kill_and_resume(workdir: str | Path, *, kills: int = 20, seed: int = 0, strategy: str = "evolve",
                     candidates: int = 12, latency_s: float = 0.01, kill_in_creation: bool = True,
                     progress: Any = None) -> KillReport:
@@ -179,18 +275,8 @@ def kill_and_resume(workdir: str | Path, *, kills: int = 20, seed: int = 0, stra
     base_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MASFORGE_OFFLINE": "1"}
 
     # The uninterrupted run, for reference (its own LM server, cache and output).
-    with StubServer(responder=_fake_over_http, latency_s=latency_s) as ref_stub:
-        cfg_path = work / "reference.json"
-        cfg_path.write_text(json.dumps(run_config(ref_stub, work / "reference", strategy=strategy,
-                                                  candidates=candidates, seed=seed)))
-        t0 = time.monotonic()
-        done = subprocess.run(_command(cfg_path, work / "reference" / RUN_NAME, False), capture_output=True,
-                              env={**base_env, "MASFORGE_CACHE": str(work / "cache-reference")})
-        duration = time.monotonic() - t0
-        if done.returncode != 0:
-            raise RuntimeError(f"the reference run failed: {done.stderr.decode()[-500:]}")
-        report.reference_requests = ref_stub.requests
-    reference = _summary(work / "reference" / RUN_NAME)
+    reference, report.reference_requests, duration = _reference(work, strategy=strategy, candidates=candidates,
+                                                                seed=seed, latency_s=latency_s, env=base_env)
     say(f"reference run: {len(reference['candidates'])} candidates, {report.reference_requests} LM requests, "
         f"{duration:.1f}s")
 
@@ -251,8 +337,7 @@ def kill_and_resume(workdir: str | Path, *, kills: int = 20, seed: int = 0, stra
     summary = _summary(run_dir)
     final_ids = [c["id"] for c in summary["candidates"]]
     report.candidates = len(final_ids)
-    report.final_equal = final_ids == [c["id"] for c in reference["candidates"]] and \
-        [t["genome_id"] for t in summary["test"]] == [t["genome_id"] for t in reference["test"]]
+    report.final_equal = outcome(summary) == outcome(reference)
     report.diverged_at = summary["stats"].get("diverged_at")
     now = _results(archive_dir)
     report.lost += [f"final: {g[:12]} {s}" for g, s, _ in sorted(stored - now)]
