@@ -31,6 +31,7 @@ from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
 from masforge.genome.schema import Genome
+from masforge.runtime import lm_rates
 from masforge.runtime.lm import LMClient
 from masforge.runtime.lm_config import LMConfig
 
@@ -45,9 +46,19 @@ def results_key(lm: LMConfig) -> str:
     """The key an evaluation's results are stored under: the LM's key and the reading revision."""
     return f"{lm.key()}#read{READING_REVISION}"
 
-__all__ = ["Cascade", "EvalReport", "Evaluator", "ExampleResult", "classify", "evaluate", "input_mapping"]
+__all__ = ["Cascade", "EvalReport", "EvaluationInterrupted", "Evaluator", "ExampleResult", "classify", "evaluate",
+           "input_mapping"]
 
 ProgressFn = Callable[[int, int, "EvalReport"], None]
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an evaluation; ``report`` holds the examples finished before it (``stopped`` is
+    ``interrupted``). A KeyboardInterrupt, so whatever stops on Ctrl-C still does."""
+
+    def __init__(self, report: EvalReport) -> None:
+        super().__init__()
+        self.report = report
 
 
 @dataclass
@@ -259,6 +270,7 @@ class Evaluator:
             order = {ex.id: i for i, ex in enumerate(self.examples)}
             report.examples.sort(key=lambda e: order.get(e.example_id, 0))
             report.wall_s = time.perf_counter() - started
+            lm_rates.save()  # the measured seconds per LM call, for the next estimate
         return report
 
     def _run_batch(self, job: EvalJob, batch: list[Example], report: EvalReport,
@@ -303,10 +315,11 @@ class Evaluator:
                         runner.abandon(fut)
                 if report.too_many_unscored and queue:
                     queue.clear()  # too much is unscored already: the rest cannot make this a score
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             report.stopped = "interrupted"
             interrupted = True
-            raise
+            self.client.abandon()  # the examples still running end at once, their requests cut, not awaited
+            raise EvaluationInterrupted(report) from exc
         finally:
             runner.close(interrupted=interrupted)
 

@@ -57,7 +57,8 @@ class RunConfig(BaseModel):
     budget: Budget = Field(default_factory=lambda: Budget(max_candidates=DEFAULT_MAX_CANDIDATES))
     """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)
-    split: str = "validation"
+    split: Literal["train", "validation"] = "validation"
+    """The split candidates are scored on (the test split is held out for the finalists)."""
     limit: int | None = Field(default=DEFAULT_LIMIT, ge=1)
     """Examples of the search split each candidate is scored on."""
     test_split: str = "test"
@@ -71,6 +72,9 @@ class RunConfig(BaseModel):
     """Share of a candidate's examples that may be unscored (the provider or sandbox failed); above it the
     candidate is incomplete: stored without a score and evaluated again later."""
     cost_weight: float = Field(default=0.0, ge=0)
+    cache: bool = True
+    """Reuse LM answers cached by other runs (False: the run keeps its own answer cache in its folder, so a resume
+    still pays nothing twice)."""
     seed: int = 0
     output: str = "runs"
     name: str | None = None

@@ -27,19 +27,21 @@ from typing import Any
 from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError
+from masforge.evaluators.compare import Comparison, Side, compare
 from masforge.evaluators.executors import Executor, make_executor
 from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
 from masforge.redact import install_log_redaction, redact_data
-from masforge.runtime.budget import Budget, Stop, free_lm_warning
+from masforge.runtime.budget import Stop, free_lm_warning
 from masforge.runtime.endpoint import catalog_price
 from masforge.runtime.isolation import sandbox_status
-from masforge.runtime.lm import Ledger, LMClient, LMConfig, check_credentials, parse_lm
+from masforge.runtime.lm import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.fitness import Fitness
+from masforge.search.plan import make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
 from masforge.search.strategies import Strategy, get_strategy
@@ -62,6 +64,9 @@ class TestScore:
     """Held-out examples left out because the provider or the sandbox failed."""
     stopped: str | None = None
     """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Score per held-out example id (what pairs the found system with the best seed; empty for a result stored
+    by a masforge that did not keep them)."""
 
 
 @dataclass
@@ -108,10 +113,28 @@ class SearchResult:
         seed = max(seeds, key=lambda t: t.validation, default=None)
         return best, seed
 
+    @property
+    def verdict(self) -> Comparison | None:
+        """The best system found against the best seed on the same held-out examples, paired: the mean difference
+        with its 95% interval, and what that supports (``.versus_seeds()``: better / no better / worse than the
+        seeds, or too few examples to tell). None when the two were not both re-scored with per-example scores."""
+        found, seed = self.versus_seeds()
+        if found is None or seed is None or not found.scores or not seed.scores:
+            return None
+        try:
+            return compare(_side(seed, self.config), _side(found, self.config))
+        except MasforgeError:  # no held-out example scored by both
+            return None
+
     def open_archive(self) -> Any:
         from masforge.archive.store import Archive
 
         return Archive.open(self.archive_path)
+
+
+def _side(t: TestScore, cfg: RunConfig) -> Side:
+    return Side(name=t.name, genome_id=t.genome_id, task=cfg.task, split=cfg.test_split, lm_key="", scores=t.scores,
+                dollars=t.dollars_per_example * t.n, tokens=0, llm_calls=0, planned=t.n)
 
 
 @contextmanager
@@ -241,20 +264,6 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _budget_plan(cfg: RunConfig, search: Budget) -> str:
-    """The budget in one line, printed before anything is spent."""
-    b = cfg.budget
-    text = f"budget: {b.describe()}"
-    if b.has_spend_limit and b.test_share and cfg.test_top_k:
-        spend = Budget(**{k: v for k, v in search.model_dump().items()
-                          if k in ("max_dollars", "max_tokens", "max_calls", "max_seconds")})
-        text += (f"; the search stops at {spend.describe()}, the rest is for re-scoring the finalists on "
-                 f"{cfg.test_limit or 'all'} held-out examples each (budget.test_share {b.test_share:g})")
-    elif cfg.test_top_k:
-        text += f"; then the finalists are re-scored on {cfg.test_limit or 'all'} held-out examples each"
-    return text
-
-
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
                task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None,
                executor: Executor | None = None) -> SearchResult:
@@ -314,7 +323,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             ledger.completion_tokens = int(spent.get("completion_tokens", 0))
         # The replay rebuilds the tune strategy's study from the archive; a stale one would add trials twice.
         (run_dir / "optuna.sqlite3").unlink(missing_ok=True)
-    client = LMClient(lms, ledger=ledger, seed=cfg.seed)
+    cache = True if cfg.cache else LMCache(run_dir / "lm_cache.sqlite")  # --no-cache: answers of this run only
+    client = LMClient(lms, ledger=ledger, seed=cfg.seed, cache=cache)
     own_executor = executor is None
     executor = executor or build_executor(cfg)
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
@@ -329,6 +339,9 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     # (prices only matter for a dollar limit; looking them up imports litellm, seconds of start-up)
     prices = _lm_prices(client) if cfg.budget.max_dollars is not None else {}
     warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
+    plan = make_plan(cfg, task_obj, seeds)  # the real counts, after the split
+    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, search_budget, lms, seeds)
+    warnings += plan_warnings
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         ui(kind, data)
@@ -350,7 +363,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     seed_ids: set[str] = set()
     try:
         with ui, _ctrl_c_stops(ctx):
-            for line in [_budget_plan(cfg, search_budget), *warnings]:
+            for line in [*plan_text, *warnings]:
                 ctx.emit("notice", text=line, warning=line in warnings)
             if log:
                 ctx.emit("notice", text=f"resuming: replaying the {len(log)} candidates of the stopped run from "
@@ -385,6 +398,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         stop_reason = "interrupted"
     finally:
         events.close()
+    if stop_reason == "interrupted":
+        client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
 
     search_overshoot = ledger.overshoot()
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
@@ -405,7 +420,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
              "reused": ctx.reused, "restored": ctx.restored, "generations": ctx.generation, "waited": ctx.waited,
              "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
-             "diverged_at": ctx.diverged}
+             "diverged_at": ctx.diverged, "validation_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if own_executor:
@@ -446,13 +461,16 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
                 if prev is None or prev.n != len(tester.examples):
                     ctx.emit("test", name=cand.genome.name)
                     rep = tester.evaluate(cand.genome)
-                    prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
+                    # per-example scores kept: the verdict pairs the found system with the best seed
+                    prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id,
+                                                     scores={e.example_id: e.score for e in rep.scored})
                     unscored, stopped = rep.unscored, rep.stopped
                     if rep.stopped is None and not rep.incomplete:
                         archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
+        scores = prev.extra.get("scores") if isinstance(prev.extra.get("scores"), dict) else {}
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids, prev.n, unscored, stopped))
+                             cand.id in seed_ids, prev.n, unscored, stopped, dict(scores)))
         if stopped:
             break  # the budget is spent: the remaining finalists get no held-out score
     return out
@@ -475,10 +493,23 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "median_score": statistics.median(scores) if scores else None,
         "front": [{"id": c.id, "name": c.genome.name, "score": c.score, "dollars_per_example": c.dollars}
                   for c in result.front],
-        "test": [t.__dict__ | {"ci": list(t.ci)} for t in result.test_scores],
+        "test": [{k: v for k, v in t.__dict__.items() if k != "scores"} | {"ci": list(t.ci)}
+                 for t in result.test_scores],
+        "verdict": _verdict_summary(result.verdict),
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
                         "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci)} for c in result.candidates],
     }
     (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")
+
+
+def _verdict_summary(verdict: Comparison | None) -> dict[str, Any] | None:
+    """The found-vs-seed verdict as ``summary.json`` keeps it (what the report's first cards show)."""
+    if verdict is None:
+        return None
+    return {"found": verdict.b.name, "found_id": verdict.b.genome_id, "seed": verdict.a.name,
+            "seed_id": verdict.a.genome_id, "n": verdict.n, "found_score": verdict.mean(verdict.b),
+            "seed_score": verdict.mean(verdict.a), "diff": verdict.diff, "ci_low": verdict.ci_low,
+            "ci_high": verdict.ci_high, "wins": verdict.wins, "losses": verdict.losses,
+            "outcome": verdict.outcome, "verdict": verdict.versus_seeds()}

@@ -12,6 +12,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,11 +20,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must no
 
 from masforge.errors import BudgetExceeded, ConfigError, LMError, LocalModelError  # noqa: E402
 from masforge.redact import redact, register_secret  # noqa: E402
+from masforge.runtime import lm_rates  # noqa: E402
 from masforge.runtime.budget import Budget  # noqa: E402
 from masforge.runtime.endpoint import (  # noqa: E402
     PLAIN_EXTRA,
     Endpoint,
     EndpointError,
+    InFlight,
     catalog_price,
     retry_after_seconds,
 )
@@ -40,7 +43,8 @@ from masforge.runtime.trace import (  # noqa: E402
 )
 
 __all__ = ["Budget", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger", "Messages",
-           "Responder", "check_credentials", "default_cache_path", "failure_kind", "parse_lm", "with_temperature"]
+           "RequestAbandoned", "Responder", "abandon_requests", "check_credentials", "default_cache_path",
+           "failure_kind", "parse_lm", "with_temperature"]
 
 Messages = list[dict[str, Any]]
 Responder = Callable[[Messages, dict[str, Any]], str]
@@ -82,6 +86,40 @@ def failure_kind(exc: BaseException) -> str:
     return "error"
 
 
+class RequestAbandoned(LMError):
+    """The request was given up because the run was stopped."""
+
+
+class _Stop:
+    """A client's stop (Ctrl-C): its requests in flight are cut, not awaited, and booked as abandoned, not
+    failed; it sends no more. Shared by the clones of a client (:meth:`LMClient.with_lms`)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.changed = threading.Condition()
+        self.in_flight = InFlight()
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify_all()
+        self.in_flight.cut()
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the stop comes first."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.stopped, timeout=seconds)
+
+
+_LIVE_STOPS: weakref.WeakSet[_Stop] = weakref.WeakSet()
+
+
+def abandon_requests() -> None:
+    """Stop every LM client of this process (see :meth:`LMClient.abandon`): what exiting after Ctrl-C does."""
+    for stop in list(_LIVE_STOPS):
+        stop.stop()
+
+
 def _is_transient(exc: BaseException) -> bool:
     return failure_kind(exc) in TRANSIENT_KINDS
 
@@ -110,6 +148,13 @@ class LMClient:
         self._sems: dict[str, threading.BoundedSemaphore] = {}
         self._sem_lock = threading.Lock()
         self._endpoints: dict[str, tuple[str, str, str]] = {}
+        self._stop = _Stop()
+        _LIVE_STOPS.add(self._stop)
+
+    def abandon(self) -> None:
+        """The run was stopped (Ctrl-C): cut this client's requests in flight (each ends at once, is counted as
+        sent and abandoned, never as a failure, and is not retried) and send no more."""
+        self._stop.stop()
 
     def config(self, alias: str) -> LMConfig:
         """The configuration of ``alias``; an alias the run does not define falls back to ``worker``."""
@@ -120,7 +165,7 @@ class LMClient:
         merged = {**self.lms, **{k: parse_lm(v) for k, v in lms.items()}}
         clone = LMClient(merged, ledger=self.ledger, cache=self.cache or False, responder=self.responder,
                          seed=self.seed)
-        clone._sems, clone._endpoints = self._sems, self._endpoints
+        clone._sems, clone._endpoints, clone._stop = self._sems, self._endpoints, self._stop
         return clone
 
     def _semaphore(self, cfg: LMConfig) -> threading.BoundedSemaphore:
@@ -152,6 +197,8 @@ class LMClient:
         """One chat completion. ``sample`` distinguishes independent samples (copies) in the cache and
         seeds the provider, so k samples differ from each other yet a rerun reproduces them. ``stop``: the
         answer ends before the first of these strings (asked of the provider, and enforced here)."""
+        if self._stop.stopped:
+            raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
         cfg = self.config(alias)
         temp = cfg.temperature if temperature is None else temperature
         mtok = max_tokens or cfg.max_tokens
@@ -177,6 +224,7 @@ class LMClient:
         self.ledger.check()
         with self._semaphore(cfg):
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
+        lm_rates.record(cfg, c.latency_s)  # how long this LM takes here: the next run's estimate
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
@@ -198,6 +246,8 @@ class LMClient:
         believed)."""
         attempt = 0
         while True:
+            if self._stop.stopped:
+                raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
             self.ledger.reserve(attempt + 1)
             start = time.perf_counter()
             try:
@@ -210,16 +260,19 @@ class LMClient:
                 self.ledger.release()  # nothing was sent
                 raise
             except BaseException as exc:
-                kind = failure_kind(exc) if isinstance(exc, Exception) else "interrupted"
+                if self._stop.stopped or not isinstance(exc, Exception):  # the user stopped the run: no failure
+                    self.ledger.abandon()
+                    if not isinstance(exc, Exception):
+                        raise
+                    raise RequestAbandoned("abandoned: the run was stopped", infrastructure=True) from None
+                kind = failure_kind(exc)
                 self.ledger.fail(kind)
-                if not isinstance(exc, Exception):
-                    raise
                 if kind not in TRANSIENT_KINDS or attempt >= cfg.num_retries:
                     raise self._give_up(cfg, exc, kind, attempt, start) from exc
                 wait = _retry_after(exc)
                 if wait is None:  # exponential backoff with jitter, capped: rate limits clear in seconds
                     wait = min(20.0, 0.5 * 2**attempt) * (0.5 + random.random())
-                time.sleep(min(wait, MAX_RETRY_AFTER_S))
+                self._stop.wait(min(wait, MAX_RETRY_AFTER_S))  # a stop ends the wait
                 attempt += 1
                 continue
             c.text = cut_at_stop(c.text, stop)  # a provider (or the fake LM) that ignores stop strings
@@ -307,7 +360,7 @@ class LMClient:
             body["stop"] = list(stop)
         if temp > 0:
             body["seed"] = self.seed * 1000 + sample
-        data = ep.chat(body, api_key, cfg.timeout_s)
+        data = ep.chat(body, api_key, cfg.timeout_s, self._stop.in_flight)
         choices = data["choices"]
         text = (choices[0].get("message") or {}).get("content") or ""
         usage = data.get("usage") or {}
