@@ -57,7 +57,7 @@ from typing import Any
 from masforge.errors import DataError, MasforgeError, TaskError
 from masforge.evaluators import datasets as ds
 from masforge.evaluators.example import Example
-from masforge.evaluators.metrics import METRICS, MetricFn, Score
+from masforge.evaluators.metrics import METRICS, MetricFn, Score, answer_readings
 
 __all__ = [
     "Example",
@@ -688,8 +688,14 @@ def _reasoning_gym(
         answer = outputs.get("answer")
         if answer is None or not str(answer).strip():
             return Score(0.0, {"error": "empty answer", "gold": example.target})
-        value = float(dataset.score_answer(str(answer), example.meta["rg_entry"]))
-        return Score(value, {"pred": str(answer), "gold": example.target})
+        # reasoning-gym compares strings: "-4." or "**-4**" would be wrong, "The answer is -4" worth a fraction.
+        # Its scorer sees each reading of the answer as written (answer_readings) and the best one counts.
+        value, pred = max(((_rg_score(dataset, reading, example.meta["rg_entry"]), reading)
+                           for reading in answer_readings(str(answer))), key=lambda scored: scored[0])
+        details = {"pred": pred, "gold": example.target}
+        if value < 1.0:  # why it was wrong: the gold answer inside more text (scored as a fraction), or another one
+            details["error_kind"] = "extra_text" if value > 0 else "mismatch"
+        return Score(value, details)
 
     metric.__name__ = "rg_score_answer"
     desc = f"reasoning-gym {subset} (procedural, seed {seed}, {size} items)"
@@ -700,6 +706,14 @@ def _reasoning_gym(
         description=desc,
         metric_name="rg_score_answer",
     )
+
+
+def _rg_score(dataset: Any, answer: str, entry: Any) -> float:
+    """reasoning-gym's score of one reading of an answer (0 where its scorer cannot read it at all)."""
+    try:
+        return float(dataset.score_answer(answer, entry))
+    except Exception:  # a family's own parser choking on one reading: that reading scores nothing
+        return 0.0
 
 
 # --------------------------------------------------------------------------------------------
