@@ -660,7 +660,7 @@ def answer_readings(text: Any) -> list[str]:
 
     raw = "" if text is None else str(text)
     add(raw)
-    add(split_final_answer(raw)[1])
+    add(split_final_answer(raw, stated=True)[1])
     for reading in list(readings):
         plain = _unwrapped(reading)
         add(plain)

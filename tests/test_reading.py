@@ -72,20 +72,44 @@ def flip_case(string: str) -> str:
 [[ ## completed ## ]]"""
 
 
+def test_a_label_repeated_or_nested_inside_the_label_reads_the_value() -> None:
+    assert split_final_answer(DOUBLE, stated=True)[1] == "True"
+    assert split_final_answer(DOUBLE)[1] == "Final answer: True"  # what a system passes on, as before
+    assert "True" in answer_readings(split_final_answer(DOUBLE)[1])
+    nested = "5 times 10 is 50.\nFinal answer: Therefore, the final answer is: 50"
+    assert split_final_answer(nested, stated=True)[1] == "50"
+    assert split_final_answer("Final answer: **Final answer:** 7", stated=True)[1] == "7"
+
+
 @pytest.mark.parametrize(("reply", "answer", "before"), [
     (HENCE, "Yes", "Hence, the final answer is: Final answer: Yes"),
-    (DOUBLE, "True", "Final answer: True"),
     (LISTED, "False", "6. **Final Answer**: Final answer: False"),
     (IN_A_LIST, '"pYTHON"', "Therefore, the function `toggle_string` correctly toggles the case of all characters "
                             "in a string."),
 ])
-def test_a_final_answer_marker_is_found_however_it_is_repeated_or_nested(reply: str, answer: str,
-                                                                          before: str) -> None:
-    assert split_final_answer(reply)[1] == answer  # ``before``: what the previous reading took
+def test_an_answer_stated_without_a_label_is_found_for_scoring(reply: str, answer: str, before: str) -> None:
+    """A reply with no line-start label and no code still states its answer: in a sentence, in a list. A metric
+    reads it there; the answer a system passes on stays the reply's last line (``before``), so that copies voting
+    on a code task are not outvoted by copies that agree on a short stated answer instead of writing the code."""
+    assert split_final_answer(reply, stated=True)[1] == answer
+    assert split_final_answer(reply)[1] == before
+    assert answer.strip('"') in answer_readings(reply)
+
+
+def test_copies_that_state_a_short_answer_do_not_outvote_the_code() -> None:
+    """The measured case: self_consistency on MBPP, two of five copies answered "False" (in a list, after a
+    sentence) instead of writing the function; the vote must still go to the code."""
+    code = "```python\ndef is_sub_array(a, b):\n    return any(a[i:i + len(b)] == b for i in range(len(a)))\n```"
+    replies = [code.replace("is_sub_array", f"is_sub_array{i}") if i else code for i in range(3)]
+    replies += [LISTED, "Final answer: The final answer is `False`."]  # two copies that agree on False, as written
+    client = LMClient({"worker": LMConfig(model="fake", adapter="plain")}, cache=False,
+                      responder=ScriptedResponder(replies))
+    answer = compile_genome(load_seed("self_consistency"), client)(question="Check for a sub-array.").outputs
+    assert answer["answer"].startswith("```python\ndef is_sub_array")
 
 
 def test_a_lead_in_sentence_takes_the_answer_below_it() -> None:
-    answer = split_final_answer(LEAD_IN)[1]
+    answer = split_final_answer(LEAD_IN, stated=True)[1]
     assert "\\boxed{-2}" in answer
     ex = Example("x", {"question": "q"}, "-2", {})
     assert METRICS["numeric"](ex, {"answer": answer}).value == 1.0
@@ -94,7 +118,8 @@ def test_a_lead_in_sentence_takes_the_answer_below_it() -> None:
 
 def test_an_answer_is_compared_without_its_layout() -> None:
     answer = split_final_answer(BOXED)[1]
-    assert answer == r"\(\boxed{280}\)."
+    assert answer == r"So, the final answer is \(\boxed{280}\)."
+    assert split_final_answer(BOXED, stated=True)[1] == r"\(\boxed{280}\)."
     assert answer_readings(answer)[-1] == "280"
     ex = Example("x", {"question": "q"}, "280", {})
     assert METRICS["exact_match"](ex, {"answer": answer}).value == 1.0
@@ -142,8 +167,8 @@ def test_a_jsonl_answer_repeated_after_the_marker_is_read(tmp_path: Path) -> Non
     system = compile_genome(load_seed("cot"), _client("5 times 10 is 50.\nTherefore, the final answer is: "
                                                       "Final answer: 50"))
     outputs = system(question=example.inputs["question"]).outputs
-    assert outputs["answer"] == "50"
-    assert task.score(example, outputs).value == 1.0
+    assert outputs["answer"] == "Therefore, the final answer is: Final answer: 50"  # the system passes it on as is
+    assert task.score(example, outputs).value == 1.0  # and it is scored as the answer it states
     assert task.score(example, {"answer": "Therefore, the final answer is: Final answer: 50"}).value == 1.0
 
 

@@ -58,17 +58,22 @@ def _without_markers_in_code(text: str) -> str:
     return "\n".join(out)
 
 
-def split_final_answer(text: str) -> tuple[str, str]:
+def split_final_answer(text: str, *, stated: bool = False) -> tuple[str, str]:
     """(reasoning, answer) from a chain-of-thought reply.
 
-    The answer is what follows the last "Final answer:" label outside code blocks, without the markers a small
-    model repeats in it ("Final answer: Final answer: 29", "Final answer: Therefore, the final answer is: 50"); a
-    label followed only by a sentence that leads into an answer it never gives counts as no answer. Without a
-    label, the last fenced code block (kept fenced, so a code metric finds it); else the answer the reply states
+    The answer is what follows the last "Final answer:" label outside code blocks (with ``stated``, without the
+    markers a small model repeats in it: "Final answer: Final answer: 29", "Final answer: Therefore, the final
+    answer is: 50"); a label followed only by a sentence that leads into an answer it never gives ("The final
+    answer to the task of reversing a string in Python is:") counts as no answer. Without a label, the last
+    fenced code block (kept fenced, so a code metric finds it); else, with ``stated``, the answer the reply states
     in a list, a sentence or after a lead-in (:func:`_stated`); else the last line with a letter or digit. When the
     code written in the reasoning is the real answer (the final part points back at it, or shows only an example
-    output in a code block), that code is kept in the answer, last, where code metrics look. A marker written
-    inside a code block is taken out of it."""
+    output in a code block, or the label led into nothing), that code is the answer or kept in it, last, where
+    code metrics look. A marker written inside a code block is taken out of it.
+
+    ``stated`` is for scoring one answer (a metric's reading), not for the answers a system passes on: copies
+    that wrote no code would then agree on a short stated answer ("False") and outvote the copies that wrote the
+    program a code task asks for (measured: self_consistency on MBPP)."""
     text = _without_markers_in_code(text)
     marks = [m for m in _FINAL.finditer(text) if text[: m.start()].count("```") % 2 == 0]
     promised = False
@@ -88,9 +93,10 @@ def split_final_answer(text: str) -> tuple[str, str]:
                     return reasoning, code[-1].strip()  # "Final answer: the function above"
                 if "```" in raw:
                     return reasoning, f"{raw}\n\n{code[-1].strip()}"  # an example output, then the code
-            answer = _unnested(raw)
-            if answer:
-                return reasoning, answer
+            unnested = _unnested(raw)
+            if unnested:
+                return reasoning, unnested if stated else raw
+            # else: the label only leads into an answer it never gives
         text = reasoning  # a marker with nothing after it: fall back on what came before
     blocks = list(_FENCE.finditer(text))
     if blocks:
@@ -99,9 +105,9 @@ def split_final_answer(text: str) -> tuple[str, str]:
     code = unfenced_code(text) if promised else None
     if code is not None:  # a label that promised an answer it never gave, after a program written without a fence
         return text.strip(), f"```python\n{code}\n```"
-    stated = _stated(text)
-    if stated is not None:
-        return stated
+    said = _stated(text) if stated else None
+    if said is not None:
+        return said
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return "", ""
