@@ -44,10 +44,10 @@ class Estimate:
                         self.serial_calls + serial_calls, self.serial_s if serial_s is None else serial_s)
 
     def words(self) -> str:
-        """E.g. ``about 4 min (24 LM calls at 10.0 s each, 1 at a time; measured on this machine)``."""
+        """E.g. ``up to about 4 min (24 LM calls at 10.0 s each, 1 at a time; measured on this machine; ...)``."""
         rate = "measured on this machine" if self.measured else "a guess: nothing measured on this machine yet"
         at_once = f", {self.parallel} at a time" if self.parallel > 1 else ", 1 at a time"
-        about = "about " if self.seconds >= 60 else ""
+        about = "up to about " if self.seconds >= 60 else ""  # cached answers make it less
         serial = (f" and {self.serial_calls:.0f} meta-agent calls at {self.serial_s:.1f} s"
                   if self.serial_calls else "")
         return (f"{about}{duration(self.seconds)} ({self.calls:.0f} LM calls at {self.per_call_s:.1f} s each{at_once}"

@@ -193,3 +193,35 @@ def test_an_export_run_without_its_libraries_says_so_in_one_line(tmp_path: Path)
                               cwd=tmp_path, timeout=60)
     assert "ImportError: this exported system needs the Python package dspy (pip install dspy)" in imported.stderr
     assert not re.search(r"ModuleNotFoundError", run.stderr + imported.stderr)
+
+
+def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped to a log, a search printed nothing until its first candidate was scored (17 minutes in the issue's
+    `make run`): a heartbeat line now says what it is evaluating while nothing else is printed."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from masforge.runtime import fake_lm
+    from masforge.search import progress
+    from masforge.search.config import RunConfig
+    from masforge.search.engine import run_search
+
+    real = fake_lm.fake_reply
+
+    def slow(messages: Any, info: Any) -> str:
+        time.sleep(0.4)
+        return real(messages, info)
+
+    monkeypatch.setattr(fake_lm, "fake_reply", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    log = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
+                               "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
+    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
+    text = log.getvalue()
+    beat = text.find("s: evaluating io (0 candidates done;")
+    assert beat >= 0, text
+    assert beat < text.find("io score"), text  # before the first candidate's line

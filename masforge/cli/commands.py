@@ -33,7 +33,7 @@ from masforge.errors import ConfigError, GenomeError, MasforgeError
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
-from masforge.text import shorten
+from masforge.text import distinct_names, shorten
 
 app = typer.Typer(
     help="masforge: a self-evolving designer of multi-agent LLM systems.",
@@ -658,17 +658,21 @@ def print_search_result(result: object) -> None:
     top = Table(title=f"top systems ({r.config.split})")  # type: ignore[attr-defined]
     for col in ("id", "name", "score", "95% CI", "$/example", "tokens/ex", "made by"):
         top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
-    for c in r.top(8):  # type: ignore[attr-defined]
-        top.add_row(c.short_id, shorten(c.genome.name, 40), f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
+    ranked = r.top(8)  # type: ignore[attr-defined]
+    names = distinct_names([c.genome.name for c in ranked], 40, [c.id for c in ranked])
+    for c, name in zip(ranked, names, strict=True):
+        top.add_row(c.short_id, name, f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
                     f"{c.dollars:.5f}", f"{c.tokens:.0f}", f"{c.strategy}/{c.operator}")
     console.print(top)
     if r.test_scores:  # type: ignore[attr-defined]
         test = Table(title="held-out test split (never seen by the search)")
         for col in ("name", "validation", "test", "95% CI", "$/example", "seed?"):
             test.add_column(col)
-        for t in r.test_scores:  # type: ignore[attr-defined]
+        tests = r.test_scores  # type: ignore[attr-defined]
+        for t, name in zip(tests, distinct_names([t.name for t in tests], 40, [t.genome_id for t in tests]),
+                           strict=True):
             cut = f" (n={t.n}, cut: {t.stopped})" if t.stopped else f" ({t.unscored} unscored)" if t.unscored else ""
-            test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
+            test.add_row(name, f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
                          f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.dollars_per_example:.5f}",
                          "seed" if t.is_seed else "")
         console.print(test)
