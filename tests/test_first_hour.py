@@ -257,6 +257,7 @@ def test_the_split_of_a_jsonl_file_can_be_chosen(tmp_path: Path) -> None:
     assert task.sizes() == {"train": 4, "validation": 6, "test": 2}
     code, out = _invoke("evaluate", "io", "--task", str(data), "--lm", "fake", "--task-option", "val_fraction=0.5")
     assert code == 0 and "6 examples (all of q/validation)" in _flat(out)
+    assert "q.jsonl: 12 lines, shuffled (seed 0) and split into 4 train / 6 validation / 2 test" in _flat(out)
     code, out = _invoke("evaluate", "io", "--task", str(data), "--lm", "fake", "--task-option", "foo=1")
     assert code == 1 and "takes no option 'foo'" in out and "Traceback" not in out
 

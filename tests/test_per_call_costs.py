@@ -47,3 +47,16 @@ def test_the_trace_record_is_what_asdict_gave() -> None:
     assert got == expected and list(got) == list(expected)
     got["outputs"]["answer"] = "changed"  # a copy: the call itself is untouched
     assert call.outputs["answer"] == [1, 2]
+
+
+def test_no_dspy_history_is_kept_for_masforge_runs() -> None:
+    """masforge traces every call itself; dspy's history would build a timestamped record of each request and
+    answer on every LM call (time per call, and memory over a search)."""
+    from masforge.genome.compile import compile_genome
+    from masforge.runtime.lm import LMClient
+    from masforge.seeds import load_seed
+
+    system = compile_genome(load_seed("cot"), LMClient({"worker": "fake"}, cache=False))
+    result = system(question="What is 2 + 2?")
+    assert result.trace.lm_calls == 1
+    assert system._lms["worker"].history == []  # type: ignore[attr-defined]

@@ -289,6 +289,8 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
     n = len(ev.examples)
     worker = client.config("worker")  # type: ignore[attr-defined]
     where = f"{t.name}/{split}"  # type: ignore[attr-defined]
+    if getattr(t, "split_note", ""):
+        console.print(escape(t.split_note), highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
     console.print(f"evaluating {escape(g.name)} on {escape(where)}: {n} examples"  # type: ignore[attr-defined]
                   f"{escape(capped_words(limit, n, where))}; {estimate([g], n, worker, concurrency).words()}",
                   highlight=False, soft_wrap=True)
