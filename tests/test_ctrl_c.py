@@ -69,7 +69,7 @@ def _start(args: list[str], stub: StubServer, tmp_path: Path) -> subprocess.Pope
 
 
 def _ctrl_c_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> tuple[float, str, str]:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # start-up (imports) on a loaded machine
     while not ready():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the command never reached the point to stop it at"
