@@ -3,9 +3,14 @@
 on the same server, same LM settings and the same metric (``Task.score``). io also runs through dspy's
 ChatAdapter, to show what a heavy structured format costs a 0.5B model.
 
-    MASFORGE_DATA_DIR=<data> python bench/fidelity.py [--tasks humaneval mbpp gsm8k] [--n 32]
+    MASFORGE_DATA_DIR=<data> python bench/fidelity.py [--tasks humaneval mbpp gsm8k rg:basic_arithmetic jsonl]
+        [--n 32]
 
-Target (issue 9): masforge io >= plain chat - 2 points on every task. LM answers go through the normal
+Tasks are task names (``rg:<family>`` for reasoning-gym), a .jsonl file of question/answer lines (exact match,
+as a user's own data is scored), or ``jsonl``: such a file written from the first GSM8K test problems (the
+question as asked, the number as the answer; the bench writes 5 x n lines so the file's validation split holds n).
+
+Target (issues 9 and 27): masforge io >= plain chat - 2 points on every task. LM answers go through the normal
 answer cache, so a rerun (or a stopped run started again) pays only for what is missing.
 Writes bench/results/fidelity.txt.
 """
@@ -14,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -65,9 +72,31 @@ def through_masforge(task, client: LMClient, seed: str, n: int, *,
             "failures": {k: v for k, v in report.failures.items() if k not in not_failures}}
 
 
+JSONL_ROW = "jsonl"
+
+
+def numbers_jsonl(n: int, folder: Path) -> Path:
+    """A .jsonl task of a user's own kind: the first ``5 * n`` GSM8K test questions, each with its number as the
+    answer, scored by exact match (its validation split then holds ``n``)."""
+    from masforge.evaluators import datasets as ds
+
+    records = ds.load_gsm8k(os.environ.get("MASFORGE_DATA_DIR"))["test"][: 5 * n]
+    path = folder / "gsm8k_numbers.jsonl"
+    path.write_text("".join(json.dumps({"question": r.fields["question"], "answer": str(r.target)}) + "\n"
+                            for r in records), encoding="utf-8")
+    return path
+
+
+def resolve_task(name: str, n: int, folder: Path):
+    """The task a --tasks entry names, and the label of its row."""
+    if name == JSONL_ROW:
+        return get_task(str(numbers_jsonl(n, folder))), "gsm8k.jsonl"
+    return get_task(name), Path(name).name if name.endswith(".jsonl") else name
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=["humaneval", "mbpp", "gsm8k"])
+    parser.add_argument("--tasks", nargs="+", default=["humaneval", "mbpp", "gsm8k", "rg:basic_arithmetic", JSONL_ROW])
     parser.add_argument("--n", type=int, default=32, help="first N validation examples of each task")
     parser.add_argument("--lm", default="local")
     parser.add_argument("--out", default=str(RESULTS / "fidelity.txt"))
@@ -89,8 +118,9 @@ def main(argv: list[str] | None = None) -> None:
               ""]
     rows: list[str] = []
     verdicts: list[str] = []
-    for name in args.tasks:
-        task = get_task(name)
+    folder = Path(tempfile.mkdtemp(prefix="fidelity-"))
+    for entry in args.tasks:
+        task, name = resolve_task(entry, args.n, folder)
         results = {}
         for label, seed, run_cfg in runs:
             client = LMClient({"worker": run_cfg})
@@ -100,21 +130,21 @@ def main(argv: list[str] | None = None) -> None:
             lo, hi = bootstrap_ci(r["scores"])
             mean = sum(r["scores"]) / len(r["scores"])
             fails = ", ".join(f"{k} {v}" for k, v in sorted(r["failures"].items())) or "-"
-            rows.append(f"{name:<10} {label:<17} {len(r['scores']):>3} {mean:>6.3f} [{lo:.2f}, {hi:.2f}] "
+            rows.append(f"{name:<19} {label:<17} {len(r['scores']):>3} {mean:>6.3f} [{lo:.2f}, {hi:.2f}] "
                         f"{sum(r['scores']):>6.1f} {r['calls']:>6} {r['tokens']:>8} "
                         f"{r['seconds'] / len(r['scores']):>7.1f}  {fails}")
             print(rows[-1], flush=True)
         plain = sum(results["plain chat"]["scores"]) / len(results["plain chat"]["scores"])
         io = sum(results["io"]["scores"]) / len(results["io"]["scores"])
         ok = io >= plain - 0.02
-        verdicts.append(f"{name:<10} io - plain chat = {100 * (io - plain):+.1f} points: "
+        verdicts.append(f"{name:<19} io - plain chat = {100 * (io - plain):+.1f} points: "
                         f"{'target met' if ok else 'TARGET MISSED'}")
         write(args.out, header, rows, verdicts)
     write(args.out, header, rows, verdicts)
 
 
 def write(out: str, header: list[str], rows: list[str], verdicts: list[str]) -> None:
-    table = [f"{'task':<10} {'system':<17} {'n':>3} {'score':>6} {'95% CI':<12} {'solved':>6} {'calls':>6} "
+    table = [f"{'task':<19} {'system':<17} {'n':>3} {'score':>6} {'95% CI':<12} {'solved':>6} {'calls':>6} "
              f"{'tokens':>8} {'s/ex':>7}  failures (not counting wrong answers)"]
     text = "\n".join([*header, *table, *rows, "", "## target: masforge io >= plain chat - 2 points", *verdicts])
     Path(out).parent.mkdir(parents=True, exist_ok=True)

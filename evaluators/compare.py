@@ -88,6 +88,28 @@ def report_side(text: str) -> Side | None:
     return None if data is None else Side.of(data)
 
 
+MIN_VERDICT_EXAMPLES = 30
+"""Fewer paired examples than this and no verdict is given: a bootstrap interval over a handful of examples is
+too ragged to trust (with 2 examples, 1.0 against 0.0 twice gives the interval [1, 1])."""
+
+
+def outcome(n: int, ci_low: float, ci_high: float) -> str:
+    """What a paired difference over ``n`` examples with this 95% interval supports: ``too_few``, ``better``,
+    ``worse`` or ``no_difference``."""
+    if n < MIN_VERDICT_EXAMPLES:
+        return "too_few"
+    if ci_low > 0:
+        return "better"
+    if ci_high < 0:
+        return "worse"
+    return "no_difference"
+
+
+def too_few_words(n: int, flag: str = "--limit") -> str:
+    """The verdict under :data:`MIN_VERDICT_EXAMPLES` examples, naming the flag that scores more of them."""
+    return f"too few examples to tell ({n}; a verdict needs about {MIN_VERDICT_EXAMPLES}): raise {flag}"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """System B against system A on the examples both scored."""
@@ -121,14 +143,29 @@ class Comparison:
         return sum(side.scores[i] for i in self.example_ids) / self.n if self.n else 0.0
 
     @property
+    def outcome(self) -> str:
+        """``better`` / ``worse`` (B against A: the paired 95% interval lies above / below 0), ``no_difference``
+        (it contains 0), or ``too_few`` (fewer than :data:`MIN_VERDICT_EXAMPLES` paired examples)."""
+        return outcome(self.n, self.ci_low, self.ci_high)
+
+    @property
     def verdict(self) -> str:
         """One sentence a reader can act on."""
-        if self.ci_low > 0:
-            return f"{self.b.name} is better than {self.a.name}: the 95% interval lies above 0"
-        if self.ci_high < 0:
-            return f"{self.b.name} is worse than {self.a.name}: the 95% interval lies below 0"
+        kind = self.outcome
+        if kind == "too_few":
+            return too_few_words(self.n)
+        if kind == "better":
+            return f"{self.b.name} is better than {self.a.name}: the 95% interval lies above 0 ({self.n} examples)"
+        if kind == "worse":
+            return f"{self.b.name} is worse than {self.a.name}: the 95% interval lies below 0 ({self.n} examples)"
         return (f"no significant difference on {self.n} examples: the 95% interval contains 0 "
                 "(more examples would narrow it)")
+
+    def versus_seeds(self) -> str:
+        """B (the system a search found) against A (the best seed), as a search states its result."""
+        return {"better": "better than the seeds", "worse": "worse than the seeds",
+                "no_difference": "no better than the seeds",
+                "too_few": too_few_words(self.n, "--test-limit")}[self.outcome]
 
     def differing(self) -> tuple[list[str], list[str]]:
         """The example ids B won on and those it lost on (the rest are ties): the ones worth reading."""
@@ -143,7 +180,7 @@ class Comparison:
 
         return {"task": self.a.task, "split": self.a.split, "n": self.n, "a": side(self.a), "b": side(self.b),
                 "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high, "wins": self.wins,
-                "losses": self.losses, "ties": self.ties, "verdict": self.verdict,
+                "losses": self.losses, "ties": self.ties, "outcome": self.outcome, "verdict": self.verdict,
                 "per_example": [{"example_id": i, "a": self.a.scores[i], "b": self.b.scores[i]}
                                 for i in self.example_ids]}
 

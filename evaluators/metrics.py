@@ -31,6 +31,7 @@ from typing import Any
 
 from masforge.errors import SandboxError
 from masforge.evaluators.example import Example
+from masforge.runtime.standalone.reading import split_final_answer, unfenced_code
 
 
 @dataclass(frozen=True)
@@ -458,19 +459,32 @@ def multiple_choice_letter(text: Any, letters: str = "ABCD") -> str | None:
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
-def extract_code(text: Any) -> str:
-    """The code in a model reply: the last ```python fenced block, else the last fenced block of
-    any (or no) language, else the whole text. An unclosed final fence runs to the end."""
+def extract_code(text: Any, entry_point: str | None = None) -> str:
+    """The code in a model reply, wherever the model put it: the last ```python fenced block, else the last fenced
+    block of any (or no) language; with ``entry_point``, the last block that defines it when the last one does
+    not (a block of example calls after the function). Without a fence, the whole text if it is a program, else
+    the program inside the prose (:func:`unfenced_code`). An unclosed final fence runs to the end."""
     if text is None:
         return ""
     text = str(text)
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     python = [body for lang, body in blocks if lang in ("python", "py", "python3", "py3")]
-    if python:
-        return python[-1].strip("\n")
-    if blocks:
-        return blocks[-1][1].strip("\n")
+    chosen = python or [body for _, body in blocks]
+    if chosen:
+        if entry_point and not _defines(chosen[-1], entry_point):
+            defining = [b for b in chosen if _defines(b, entry_point)]
+            if defining:
+                return defining[-1].strip("\n")
+        return chosen[-1].strip("\n")
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return unfenced_code(text) or text.strip("\n")
     return text.strip("\n")
+
+
+def _defines(code: str, name: str) -> bool:
+    return re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
 
 
 def code_pass(
@@ -488,7 +502,7 @@ def code_pass(
     the prompt (so the prompt's imports and helpers exist), and `check(entry_point)` is called when
     the tests define `check`.
     """
-    code = extract_code(answer)
+    code = extract_code(answer, entry_point)
     if not code.strip():
         return Score(0.0, {"error": "no code found in the answer", "error_kind": "no_code"})
     try:
@@ -497,7 +511,7 @@ def code_pass(
         raise SandboxError(f"code metrics need masforge.runtime.sandbox, which failed to import: {exc}") from exc
     program = code
     if prompt is not None and entry_point:
-        if re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
+        if _defines(code, entry_point):
             program = prompt.rstrip("\n") + "\n\n\n" + code
         else:
             program = prompt + code
@@ -611,6 +625,51 @@ def _as_text(value: Any) -> str | None:
     return str(value)
 
 
+_WRAPPED = [re.compile(p, re.DOTALL) for p in (
+    r"\\boxed\s*\{(.*)\}", r"\$\$?(.*?)\$?\$", r"\\\((.*)\\\)", r"\\\[(.*)\\\]", r"\*\*(.*)\*\*", r"__(.*)__",
+    r"`+(.*?)`+", r'"(.*)"', r"'(.*)'", r"\\text(?:bf)?\s*\{(.*)\}")]
+_VALUE_AFTER = re.compile(r"(?:\bis|=|:)[ \t]*([^\s=:][^=:\n]{0,40}?)[ \t]*[.;]?$")
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without the layout around a short answer: ``**-4**``, ``$-4$``, ``\\(\\boxed{-4}\\)``, ``"Paris"``,
+    a closing full stop."""
+    while True:
+        before = text
+        text = text.strip().rstrip(".;,。").strip()
+        for wrapper in _WRAPPED:
+            m = wrapper.fullmatch(text)
+            if m:
+                text = m.group(1)
+                break
+        if text == before:
+            return text
+
+
+def answer_readings(text: Any) -> list[str]:
+    """The ways to read the one answer a reply states, as written first: the whole text, the final answer it
+    states (after "Final answer:" however marked, see :func:`split_final_answer`), each without layout (bold,
+    LaTeX, \\boxed{}, quotes, a full stop) and the short value a sentence ends on ("The result is -4", "x = -4").
+    A metric that compares text takes the best reading: the answer as written, not its typography."""
+    readings: list[str] = []
+
+    def add(value: str) -> None:
+        value = value.strip()
+        if value and value not in readings:
+            readings.append(value)
+
+    raw = "" if text is None else str(text)
+    add(raw)
+    add(split_final_answer(raw, stated=True)[1])
+    for reading in list(readings):
+        plain = _unwrapped(reading)
+        add(plain)
+        value = _VALUE_AFTER.search(plain)
+        if value:
+            add(_unwrapped(value.group(1)))
+    return readings
+
+
 def _text_metric(fn: Callable[[str, Any], float], name: str) -> MetricFn:
     def metric(example: Example, outputs: dict[str, Any]) -> Score:
         pred = _as_text(answer_of(outputs))
@@ -687,8 +746,23 @@ def metric_drop(example: Example, outputs: dict[str, Any]) -> Score:
     return Score(drop_f1(pred, golds), {"pred": pred, "gold": golds, "em": em})
 
 
+def metric_exact_match(example: Example, outputs: dict[str, Any]) -> Score:
+    """Exact match (SQuAD normalisation) of the best reading of the answer (:func:`answer_readings`); a wrong one
+    says why: ``extra_text`` (the gold answer is there, with more around it) or ``mismatch``."""
+    pred = _as_text(answer_of(outputs))
+    if pred is None or not pred.strip():
+        return Score(0.0, {"error": "empty answer", "gold": example.target})
+    readings = answer_readings(pred)
+    best = next((r for r in readings if exact_match(r, example.target)), None)
+    if best is not None:
+        return Score(1.0, {"pred": best, "gold": example.target})
+    stated = readings[1] if len(readings) > 1 else readings[0]
+    inside = contains(pred, example.target) > 0
+    return Score(0.0, {"pred": stated, "gold": example.target, "error_kind": "extra_text" if inside else "mismatch"})
+
+
 METRICS: dict[str, MetricFn] = {
-    "exact_match": _text_metric(exact_match, "exact_match"),
+    "exact_match": metric_exact_match,
     "f1": _text_metric(f1_tokens, "f1"),
     "contains": _text_metric(contains, "contains"),
     "drop_f1": metric_drop,

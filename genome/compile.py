@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import dspy
+
 from masforge.errors import BudgetExceeded, GenomeError
 from masforge.genome.code import CodeSystem
 from masforge.genome.cycles import is_cyclic
@@ -101,7 +103,9 @@ class CompiledSystem:
         if missing:
             raise GenomeError(f"genome '{self.genome.name}' needs input '{missing[0]}' "
                               f"(inputs: {', '.join(self.genome.inputs)})")
-        with recording() as trace:
+        # masforge keeps its own trace of every call: dspy's history entries (a timestamped copy of each request
+        # and answer) would only cost time per call and memory over a search
+        with recording() as trace, dspy.context(disable_history=True):
             try:
                 try:
                     outputs, candidates = self.runner.run(**inputs)

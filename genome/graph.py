@@ -124,3 +124,17 @@ def reaches(genome: Genome, start: str, goal: str) -> bool:
                 seen.add(nxt)
                 frontier.append(nxt)
     return False
+
+
+_CALLS_PER_MODULE = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3,
+                     "execute": 0}  # an execute node runs code, no LM
+
+
+def lm_calls_per_example(genome: Genome) -> float:
+    """Rough LM calls a system makes per example: its agents' copies, times the rounds for agents on a cycle,
+    times the calls their module makes (a code genome: its ``llm(`` calls, at least 1)."""
+    if genome.kind == "code":
+        return max(1.0, float((genome.code or "").count("llm(")))
+    on_cycle = cyclic_agents(genome)
+    return float(sum(_CALLS_PER_MODULE.get(a.module, 1) * a.copies
+                     * (genome.topology.rounds if a.id in on_cycle else 1) for a in genome.agents))

@@ -70,9 +70,27 @@ def _env_secret(name: str, value: str) -> bool:
     return len(value) >= MIN_SECRET_LEN and not value.startswith(("/", "~", "./")) and bool(_SECRET_ENV.search(name))
 
 
+_env_seen: tuple[dict[Any, Any], frozenset[str]] | None = None
+
+
+def _env_secrets() -> frozenset[str]:
+    """The secret-looking values of the environment. Decoding and testing every variable costs ~0.7 ms, paid
+    on every redaction (two per LM call at 64 in flight: a tenth of masforge's time there); the environment
+    rarely changes, so the answer is kept until the raw environment differs (one C-level dict comparison)."""
+    global _env_seen
+    raw = getattr(os.environ, "_data", None)
+    seen = _env_seen
+    if isinstance(raw, dict) and seen is not None and seen[0] == raw:
+        return seen[1]
+    found = frozenset(v for k, v in os.environ.items() if _env_secret(k, v))
+    if isinstance(raw, dict):
+        _env_seen = (dict(raw), found)
+    return found
+
+
 def secret_values() -> frozenset[str]:
     """The exact values redacted: secret-looking environment variables and registered secrets."""
-    found = {v for k, v in os.environ.items() if _env_secret(k, v)}
+    found = set(_env_secrets())
     with _lock:
         found |= _registered
     return frozenset(found)

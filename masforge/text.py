@@ -14,3 +14,30 @@ def shorten(value: object, limit: int, *, flat: bool = True, mark: str = "...") 
         return text
     return text[: max(0, limit - len(mark))].rstrip() + mark
 
+
+
+def shorten_name(name: object, limit: int) -> str:
+    """A system's name in at most ``limit`` characters, cut in the middle: the end of a name tells variants apart
+    (``chain-of-thought~379381``, ``... System with Voting``), so it is kept."""
+    text = " ".join(str(name).split())
+    if len(text) <= limit:
+        return text
+    mark = "..."
+    tail = max(1, (limit - len(mark)) // 2)
+    head = max(0, limit - len(mark) - tail)
+    return text[:head].rstrip() + mark + text[-tail:].lstrip()
+
+
+def distinct_names(names: list[str], limit: int, ids: list[str] | None = None) -> list[str]:
+    """Each name shortened with :func:`shorten_name`; two that still read the same get their id's first
+    characters (``name (379381)``), so no two rows of a table or list look alike."""
+    short = [shorten_name(n, limit) for n in names]
+    seen: dict[str, int] = {}
+    for s in short:
+        seen[s] = seen.get(s, 0) + 1
+    out = []
+    for i, s in enumerate(short):
+        if seen[s] > 1 and ids is not None:
+            s = f"{shorten_name(names[i], max(8, limit - 9))} ({ids[i][:6]})"
+        out.append(s)
+    return out

@@ -85,6 +85,9 @@ class RunConfig(BaseModel):
     """Share of a candidate's examples that may be unscored (the provider or sandbox failed); above it the
     candidate is incomplete: stored without a score and evaluated again later."""
     cost_weight: float = Field(default=0.0, ge=0)
+    cache: bool = True
+    """Reuse LM answers cached by other runs (False: the run keeps its own answer cache in its folder, so a resume
+    still pays nothing twice)."""
     seed: int = 0
     output: str = "runs"
     name: str | None = None

@@ -27,6 +27,7 @@ from typing import Any
 from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError, RunHalted
+from masforge.evaluators.compare import Comparison, Side, compare
 from masforge.evaluators.executors import Executor, make_executor
 from masforge.evaluators.racing import RaceSettings
 from masforge.evaluators.runner import Cascade, Evaluator
@@ -34,13 +35,14 @@ from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
 from masforge.redact import install_log_redaction, redact_data
-from masforge.runtime.budget import Budget, Stop, free_lm_warning
+from masforge.runtime.budget import Stop, free_lm_warning
 from masforge.runtime.endpoint import catalog_price
 from masforge.runtime.isolation import sandbox_status
-from masforge.runtime.lm import Ledger, LMClient, LMConfig, check_credentials, parse_lm
+from masforge.runtime.lm import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, stored_by_failing_provider
 from masforge.search.fitness import Fitness
+from masforge.search.plan import make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
 from masforge.search.strategies import Strategy, get_strategy
@@ -64,7 +66,8 @@ class TestScore:
     stopped: str | None = None
     """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
     example_scores: dict[str, float] = field(default_factory=dict)
-    """Held-out score of each example by id: found and seed are compared on the same examples, paired."""
+    """Held-out score of each example by id: found and seed are compared on the same examples, paired (empty for
+    a result stored by a masforge that did not keep them)."""
 
     @property
     def gap(self) -> float:
@@ -117,10 +120,28 @@ class SearchResult:
         seed = max(seeds, key=lambda t: t.validation, default=None)
         return best, seed
 
+    @property
+    def verdict(self) -> Comparison | None:
+        """The best system found against the best seed on the same held-out examples, paired: the mean difference
+        with its 95% interval, and what that supports (``.versus_seeds()``: better / no better / worse than the
+        seeds, or too few examples to tell). None when the two were not both re-scored with per-example scores."""
+        found, seed = self.versus_seeds()
+        if found is None or seed is None or not found.example_scores or not seed.example_scores:
+            return None
+        try:
+            return compare(_side(seed, self.config), _side(found, self.config))
+        except MasforgeError:  # no held-out example scored by both
+            return None
+
     def open_archive(self) -> Any:
         from masforge.archive.store import Archive
 
         return Archive.open(self.archive_path)
+
+
+def _side(t: TestScore, cfg: RunConfig) -> Side:
+    return Side(name=t.name, genome_id=t.genome_id, task=cfg.task, split=cfg.test_split, lm_key="",
+                scores=t.example_scores, dollars=t.dollars_per_example * t.n, tokens=0, llm_calls=0, planned=t.n)
 
 
 @contextmanager
@@ -252,20 +273,6 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _budget_plan(cfg: RunConfig, search: Budget) -> str:
-    """The budget in one line, printed before anything is spent."""
-    b = cfg.budget
-    text = f"budget: {b.describe()}"
-    if b.has_spend_limit and b.test_share and cfg.test_top_k:
-        spend = Budget(**{k: v for k, v in search.model_dump().items()
-                          if k in ("max_dollars", "max_tokens", "max_calls", "max_seconds")})
-        text += (f"; the search stops at {spend.describe()}, the rest is for re-scoring the finalists on "
-                 f"{cfg.test_limit or 'all'} held-out examples each (budget.test_share {b.test_share:g})")
-    elif cfg.test_top_k:
-        text += f"; then the finalists are re-scored on {cfg.test_limit or 'all'} held-out examples each"
-    return text
-
-
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
                task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None,
                executor: Executor | None = None) -> SearchResult:
@@ -325,7 +332,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             ledger.completion_tokens = int(spent.get("completion_tokens", 0))
         # The replay rebuilds the tune strategy's study from the archive; a stale one would add trials twice.
         (run_dir / "optuna.sqlite3").unlink(missing_ok=True)
-    client = LMClient(lms, ledger=ledger, seed=cfg.seed)
+    cache = True if cfg.cache else LMCache(run_dir / "lm_cache.sqlite")  # --no-cache: answers of this run only
+    client = LMClient(lms, ledger=ledger, seed=cfg.seed, cache=cache)
     own_executor = executor is None
     executor = executor or build_executor(cfg)
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
@@ -341,6 +349,9 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     # (prices only matter for a dollar limit; looking them up imports litellm, seconds of start-up)
     prices = _lm_prices(client) if cfg.budget.max_dollars is not None else {}
     warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
+    plan = make_plan(cfg, task_obj, seeds)  # the real counts, after the split
+    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, search_budget, lms, seeds)
+    warnings += plan_warnings
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         ui(kind, data)
@@ -362,7 +373,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     seed_ids: set[str] = set()
     try:
         with ui, _ctrl_c_stops(ctx):
-            for line in [_budget_plan(cfg, search_budget), *warnings]:
+            for line in [*plan_text, *warnings]:
                 ctx.emit("notice", text=line, warning=line in warnings)
             if log:
                 ctx.emit("notice", text=f"resuming: replaying the {len(log)} candidates of the stopped run from "
@@ -399,6 +410,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         stop_reason = "interrupted"
     finally:
         events.close()
+    if stop_reason == "interrupted":
+        client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
 
     search_overshoot = ledger.overshoot()
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
@@ -420,7 +433,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
              "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
              "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
-             "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary()}
+             "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
+             "validation_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if own_executor:
@@ -461,6 +475,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
                 if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
                     ctx.emit("test", name=cand.genome.name)
                     rep = tester.evaluate(cand.genome)
+                    # per-example scores kept (example_scores): the verdict pairs the found system with the best seed
                     prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
                     unscored, stopped = rep.unscored, rep.stopped
                     if rep.stopped is None and not rep.incomplete:
@@ -492,6 +507,7 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
                   for c in result.front],
         "test": [{k: v for k, v in t.__dict__.items() if k != "example_scores"} | {"ci": list(t.ci), "gap": t.gap}
                  for t in result.test_scores],
+        "verdict": _verdict_summary(result.verdict),
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
@@ -501,3 +517,14 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "incumbent": result.stats.get("incumbent"),
     }
     (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")
+
+
+def _verdict_summary(verdict: Comparison | None) -> dict[str, Any] | None:
+    """The found-vs-seed verdict as ``summary.json`` keeps it (what the report's first cards show)."""
+    if verdict is None:
+        return None
+    return {"found": verdict.b.name, "found_id": verdict.b.genome_id, "seed": verdict.a.name,
+            "seed_id": verdict.a.genome_id, "n": verdict.n, "found_score": verdict.mean(verdict.b),
+            "seed_score": verdict.mean(verdict.a), "diff": verdict.diff, "ci_low": verdict.ci_low,
+            "ci_high": verdict.ci_high, "wins": verdict.wins, "losses": verdict.losses,
+            "outcome": verdict.outcome, "verdict": verdict.versus_seeds()}

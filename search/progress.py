@@ -4,6 +4,7 @@ quality-vs-cost front, dollars/tokens/calls against budget, elapsed time and ETA
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Any
 
@@ -14,7 +15,7 @@ from rich.text import Text
 
 from masforge.redact import redact
 from masforge.search.context import SearchContext
-from masforge.text import shorten
+from masforge.text import shorten, shorten_name
 
 
 def _fmt_limit(value: float, limit: float | None, fmt: str) -> str:
@@ -29,10 +30,10 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
         star = " *best*" if data.get("improved") else ""
         dropped = f", dropped by the race after {c.n} examples" if c.pruned and not data.get("reused") else ""
         calls = "" if data.get("reused") else f", {c.llm_calls} new + {c.cache_hits} cached LM calls"
-        return f"{c.short_id} {shorten(c.genome.name, 40)} score {c.score:.3f} ({tag}{calls}{dropped}){star}"
+        return f"{c.short_id} {shorten_name(c.genome.name, 40)} score {c.score:.3f} ({tag}{calls}{dropped}){star}"
     if kind == "incumbent":
         c = data["candidate"]
-        return (f"new incumbent {shorten(c.genome.name, 40)}: {data.get('diff', 0):+.3f} "
+        return (f"new incumbent {shorten_name(c.genome.name, 40)}: {data.get('diff', 0):+.3f} "
                 f"[{data.get('low', 0):+.3f}, {data.get('high', 0):+.3f}] over {data.get('n')} paired examples")
     if kind == "rejected":
         return f"rejected {shorten(data.get('name', ''), 30)}: {shorten(data.get('reason', ''), 90)}"
@@ -42,7 +43,7 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
         where = f" (stage {data['index']} of {data['of']})" if data.get("of", 1) > 1 else ""
         return f"strategy {data.get('strategy')}{where} starts"
     if kind == "test":
-        return f"re-scoring {shorten(data.get('name', ''), 40)} on the held-out test split"
+        return f"re-scoring {shorten_name(data.get('name', ''), 40)} on the held-out test split"
     if kind == "stalled":
         return f"{data.get('strategy')} stopped: {data.get('steps', 'several')} steps in a row found nothing new"
     if kind == "note":
@@ -57,8 +58,14 @@ def describe_event(kind: str, data: dict[str, Any]) -> str | None:
     return None
 
 
+HEARTBEAT_S = 60.0
+"""Without a terminal (a log file), a line at least this often while a long evaluation runs."""
+
+
 class SearchProgress:
-    """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY)."""
+    """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY, with a
+    heartbeat line when nothing else was printed for :data:`HEARTBEAT_S`: a log shows the run is alive and what
+    it is doing long before the first candidate is finished)."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
         self.console = console or Console()  # the CLI passes its own (markup-safe) console
@@ -67,6 +74,10 @@ class SearchProgress:
         self.live: Live | None = None
         self.started = time.monotonic()
         self.last = ""
+        self.working_on = ""
+        self._printed = time.monotonic()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def attach(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -75,15 +86,34 @@ class SearchProgress:
         if self.enabled and self.console.is_terminal:
             self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self.live.__enter__()
+        elif self.enabled:
+            self._stop.clear()
+            self._beat = threading.Thread(target=self._heartbeat, name="masforge-progress", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(5)
+            self._beat = None
         if self.live is not None:
             self.live.update(self._render())
             self.live.__exit__(None, None, None)
             self.live = None
 
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(min(HEARTBEAT_S, 5.0)):
+            if time.monotonic() - self._printed < HEARTBEAT_S or self.ctx is None:
+                continue
+            snap = self.ctx.client.ledger.snapshot()
+            doing = f"evaluating {shorten_name(self.working_on, 40)}" if self.working_on else "working"
+            self._print(f"{time.monotonic() - self.started:.0f}s: {doing} ({self.ctx.evaluated} candidates done; "
+                        f"{snap['llm_calls']} LM calls answered, +{snap['cache_hits']} cached)")
+
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind in ("evaluating", "test"):
+            self.working_on = str(data.get("name", ""))
         if kind == "notice":  # a run-level line (budget plan, warning, resume): printed as it is
             self._print(f"[yellow]{data.get('text', '')}[/yellow]" if data.get("warning") else str(data.get("text")))
             return
@@ -99,10 +129,11 @@ class SearchProgress:
         if self.live is not None:
             self.live.update(self._render())
         elif self.enabled and self.ctx is not None:
-            self.console.print(self._line(), highlight=False)
+            self._print(self._line())
 
     def _print(self, text: str) -> None:
         if self.enabled:
+            self._printed = time.monotonic()
             self.console.print(text, highlight=False)
 
     def _stats(self) -> dict[str, Any]:

@@ -44,8 +44,22 @@ def test_verdict_says_better_only_when_the_interval_clears_zero() -> None:
     assert better.ci_low > 0 and better.verdict.startswith("tested is better than io")
     worse = compare(b, a)
     assert worse.ci_high < 0 and "worse" in worse.verdict
-    close = compare(_report("io", [0, 1, 1, 0]), _report("tested", [1, 0, 1, 0]))
-    assert close.ci_low < 0 < close.ci_high and "no significant difference on 4 examples" in close.verdict
+    close = compare(_report("io", [0, 1, 1, 0] * 10), _report("tested", [1, 0, 1, 0] * 10))
+    assert close.ci_low < 0 < close.ci_high and "no significant difference on 40 examples" in close.verdict
+    assert close.outcome == "no_difference"
+
+
+def test_no_verdict_on_too_few_examples_whatever_the_interval() -> None:
+    """The issue's case: 2 held-out examples, 1.0 against 0.0 twice. The bootstrap interval is [1, 1], which
+    claims certainty two examples cannot give: the verdict is "too few to tell", and says how many it rests on."""
+    tiny = compare(_report("chain-of-thought", [0.0, 0.0]), _report("found", [1.0, 1.0]))
+    assert (tiny.diff, tiny.ci_low, tiny.ci_high) == (1.0, 1.0, 1.0)
+    assert tiny.outcome == "too_few"
+    assert tiny.verdict.startswith("too few examples to tell (2; a verdict needs about 30)")
+    assert tiny.versus_seeds().startswith("too few examples to tell (2;") and "--test-limit" in tiny.versus_seeds()
+    assert "better" not in tiny.verdict and "better" not in tiny.versus_seeds()
+    enough = compare(_report("seed", [0.0] * 30), _report("found", [1.0] * 30))
+    assert enough.outcome == "better" and enough.versus_seeds() == "better than the seeds"
 
 
 def test_only_examples_both_scored_are_paired_in_a_order() -> None:

@@ -116,12 +116,12 @@ def test_retry_after_is_honoured() -> None:
     import masforge.runtime.lm as lm_module
 
     with StubServer(fail_first_n=2, fail_status=429, retry_after=0.01) as stub:
-        real_sleep = lm_module.time.sleep
-        lm_module.time.sleep = lambda s: (waits.append(s), real_sleep(s))  # type: ignore[assignment]
+        real_wait = lm_module._Stop.wait  # the backoff's sleep (which a stop cuts short)
+        lm_module._Stop.wait = lambda self, s: (waits.append(s), real_wait(self, s))  # type: ignore[method-assign]
         try:
             LMClient({"worker": LMConfig(**stub_lm(stub))}, cache=False).complete([{"role": "user", "content": "x"}])
         finally:
-            lm_module.time.sleep = real_sleep  # type: ignore[assignment]
+            lm_module._Stop.wait = real_wait  # type: ignore[method-assign]
     assert waits == [0.01, 0.01]  # the server's word, not the exponential backoff
 
 

@@ -1,20 +1,33 @@
 """The first hour of a new user, command by command: each trap found by trying masforge in a fresh clone is
 a one-line answer now (bad LM, unknown strategy, seed names as listed, readable progress, flag names in
-errors, hints that can be copied, defaults shown and scaled to the search's size)."""
+errors, hints that can be copied, defaults shown and scaled to the search's size); and, from issue 27, no verdict
+the data cannot support, the real counts and an estimate up front, help that loses nothing to markup, the options
+a user looks for, and a one-line answer where an export run without its libraries gave a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from masforge.cli import app
 from masforge.cli.console import masforge_command, runnable
+from masforge.evaluators.estimate import Estimate, duration, estimate
+from masforge.evaluators.tasks import describe_tasks, get_task
+from masforge.runtime import lm_rates
+from masforge.runtime.lm_config import parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.progress import describe_event
+from masforge.search.strategies import describe_strategies
+from masforge.seeds import load_seed
 
 TASK = "rg:basic_arithmetic"
 
@@ -124,3 +137,203 @@ def test_help_shows_the_defaults_and_they_scale_with_the_search() -> None:
     given = RunConfig.from_data({"task": TASK, "limit": 4, "test_limit": 40, "test_top_k": 2})
     assert (given.test_limit, given.test_top_k) == (40, 2)
     assert RunConfig.from_data({"task": TASK, "test_limit": None}).test_limit is None  # None: all examples
+
+# -- issue 27: the first hour, honest: verdicts only where the data supports them, the real counts up front, help
+# that loses nothing to markup, the options a user looks for, a one-line answer where a traceback was -------------
+
+
+def _invoke_wide(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    return res.exit_code, res.output
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def _twelve_lines(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(12)))
+    return path
+
+
+def _commands(cmd: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    found = [(path, cmd)]
+    for name, sub in getattr(cmd, "commands", {}).items():
+        found += _commands(sub, [*path, name])
+    return found
+
+
+def test_no_help_text_of_any_command_is_lost_to_markup() -> None:
+    """Help is rich markup: "[default: all]" or "masforge[ray]" unescaped would vanish from what the user sees.
+    Every command's and every option's help, as written, must appear whole in its --help."""
+    commands = _commands(typer.main.get_command(app), [])
+    assert len(commands) > 20
+    for path, cmd in commands:
+        code, out = _invoke_wide(*path, "--help")
+        assert code == 0, (path, out)
+        shown = _flat(out)
+        texts = [p.help for p in cmd.params if getattr(p, "help", None)] + ([cmd.help] if cmd.help else [])
+        for text in texts:
+            written = " ".join(text.replace("\\[", "[").split())
+            assert written in shown, (path, written)
+    assert "pip install 'masforge[ray]'" in _flat(_invoke_wide("search", "--help")[1])
+    assert "Only the first N examples [default: all]" in _flat(_invoke_wide("evaluate", "--help")[1])
+
+
+def test_version() -> None:
+    from masforge import __version__
+
+    code, out = _invoke("--version")
+    assert code == 0 and out.strip() == f"masforge {__version__}"
+
+
+def test_tasks_show_their_split_sizes_and_they_are_true() -> None:
+    code, out = _invoke("tasks")
+    assert code == 0
+    shown = _flat(out)
+    stated = {name: splits for name, _, splits in describe_tasks()}
+    assert all(s != "-" for s in stated.values())
+    for name, loaded in (("arc", "arc"), ("rg:<family>", TASK)):  # (the others load test fixtures here)
+        sizes = get_task(loaded).sizes()
+        numbers = f"{sizes['train']} / {sizes['validation']} / {sizes['test']}"
+        assert stated[name].startswith(numbers) and numbers in shown, name
+    assert "FILE.jsonl" in shown
+
+
+def test_every_strategy_option_is_explained() -> None:
+    for name, _, options in describe_strategies():
+        for option in options:
+            assert len(option.help) > 15, (name, option.name)
+    code, out = _invoke("strategies")
+    options_column = " ".join(cells[3] for line in out.splitlines() if len(cells := line.split("│")) > 4)
+    assert code == 0 and "population_size=6: systems kept in the pool that parents are drawn from." in _flat(
+        options_column)
+
+
+def test_search_takes_split_data_dir_no_cache_cost_weight_and_strategy_options(tmp_path: Path) -> None:
+    code, out = _invoke("search", "--task", TASK, "--lm", "fake", "--seeds", "cot", "-n", "3", "--limit", "2",
+                        "--test-top-k", "0", "--split", "train", "--data-dir", str(tmp_path / "data"), "--no-cache",
+                        "--cost-weight", "2", "-O", "population_size=3", "-O", "evolve.offspring=1", "-o", "runs",
+                        "-q")
+    assert code == 0, out
+    run = tmp_path / "runs" / "latest"
+    config = (run / "config.yaml").read_text()
+    for line in ("split: train", "cost_weight: 2.0", "cache: false", "population_size: 3", "offspring: 1",
+                 f"data_dir: {tmp_path / 'data'}"):
+        assert line in config, line
+    assert (run / "lm_cache.sqlite").is_file()  # --no-cache: the run's own answers only
+    assert "top systems (train)" in out
+    code, out = _invoke("search", "--task", TASK, "--lm", "fake", "-O", "nosuch=1", "-o", "runs")
+    assert code == 1 and "no strategy of the pipeline (evolve) has an option 'nosuch'" in out
+    code, out = _invoke("search", "--task", TASK, "--lm", "fake", "--split", "test", "-o", "runs")
+    assert code == 1 and "--split" in out
+
+
+def test_a_small_jsonl_search_says_its_real_counts_and_gives_no_verdict(tmp_path: Path) -> None:
+    """The issue's run: 12 lines, io and cot, -n 4 --limit 2. The split is said, the counts are the real ones, and
+    the end line pairs found and seed on the same held-out examples without claiming a difference."""
+    _twelve_lines(tmp_path / "my12lines.jsonl")
+    code, out = _invoke("search", "--task", "my12lines.jsonl", "--seeds", "io,cot", "-n", "4", "--limit", "100000",
+                        "--lm", "fake", "-o", "runs")
+    assert code == 0, out
+    shown = _flat(out)
+    assert "my12lines.jsonl: 12 lines, shuffled (seed 0) and split into 8 train / 2 validation / 2 test" in shown
+    assert "each candidate is scored on 2 validation examples of my12lines (--limit 100000 capped" in shown
+    assert "re-scored on 2 held-out examples each (--test-limit 50 capped: the test split holds 2)" in shown
+    assert "2 held-out examples cannot tell the found system from the seeds" in shown
+    assert "time: under a minute" in shown
+    assert "held-out test, the same 2 examples for both" in shown
+    assert "(paired 95% CI): too few examples to tell (2;" in shown and "better than the seeds" not in shown
+    assert "validation (2 examples)" in shown and "100000" not in shown.split("held-out test, the same")[1]
+    summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
+    assert summary["verdict"]["n"] == 2 and summary["verdict"]["outcome"] == "too_few"
+    assert summary["stats"]["validation_examples"] == 2 and summary["stats"]["test_examples"] == 2
+
+
+def test_the_split_of_a_jsonl_file_can_be_chosen(tmp_path: Path) -> None:
+    data = _twelve_lines(tmp_path / "q.jsonl")
+    task = get_task(str(data), val_fraction=0.5)
+    assert task.sizes() == {"train": 4, "validation": 6, "test": 2}
+    code, out = _invoke("evaluate", "io", "--task", str(data), "--lm", "fake", "--task-option", "val_fraction=0.5")
+    assert code == 0 and "6 examples (all of q/validation)" in _flat(out)
+    assert "q.jsonl: 12 lines, shuffled (seed 0) and split into 4 train / 6 validation / 2 test" in _flat(out)
+    code, out = _invoke("evaluate", "io", "--task", str(data), "--lm", "fake", "--task-option", "foo=1")
+    assert code == 1 and "takes no option 'foo'" in out and "Traceback" not in out
+
+
+def test_n_below_the_seeds_says_no_new_system_will_be_proposed() -> None:
+    code, out = _invoke("search", "--task", TASK, "--lm", "fake", "-n", "4", "--limit", "2", "-o", "runs")
+    assert code == 0, out
+    assert "-n 4 leaves no room for new systems: the 5 seeds use it up" in _flat(out)
+
+
+def test_an_evaluation_says_what_it_will_do_and_caps_a_large_limit() -> None:
+    code, out = _invoke("evaluate", "cot", "--task", TASK, "--lm", "fake", "--limit", "100000")
+    shown = _flat(out)
+    assert code == 0
+    assert (f"evaluating chain-of-thought on {TASK}/validation: 100 examples (--limit 100000 is more than the 100 "
+            f"that {TASK}/validation holds: all of them)") in shown
+    assert "100 LM calls" in shown
+
+
+def test_the_estimate_is_calls_times_the_measured_rate() -> None:
+    local = parse_lm("local")
+    guess = estimate([load_seed("sample_and_test"), load_seed("io")], 10, local, 4)
+    assert guess.calls == 60 and not guess.measured  # 5 + 1 calls per example
+    assert guess.per_call_s == lm_rates.GUESSES["local"]
+    for _ in range(4):
+        lm_rates.record(local, 6.0)
+    lm_rates.save()
+    measured = estimate([load_seed("io")], 20, local, 4)
+    assert measured.measured and measured.per_call_s == 6.0
+    assert measured.seconds == 20 * 6.0 / measured.parallel
+    assert "measured on this machine" in measured.words()
+    assert Estimate(10, 6.0, 1, True, serial_calls=2, serial_s=30.0).seconds == 120
+    assert [duration(s) for s in (30, 150, 4000)] == ["under a minute", "2 min", "1 h 7 min"]
+
+
+def test_an_export_run_without_its_libraries_says_so_in_one_line(tmp_path: Path) -> None:
+    code, out = _invoke("export", "cot", "-o", "cot_system.py")
+    assert code == 0, out
+    # -S: no site-packages, as with a Python that has no dspy installed
+    run = subprocess.run([sys.executable, "-S", "cot_system.py", "What is 2 + 2?"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip() == "cot_system.py needs the Python package dspy (pip install dspy)"
+    imported = subprocess.run([sys.executable, "-S", "-c", "import cot_system"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=60)
+    assert "ImportError: this exported system needs the Python package dspy (pip install dspy)" in imported.stderr
+    assert not re.search(r"ModuleNotFoundError", run.stderr + imported.stderr)
+
+
+def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped to a log, a search printed nothing until its first candidate was scored (17 minutes in the issue's
+    `make run`): a heartbeat line now says what it is evaluating while nothing else is printed."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from masforge.runtime import fake_lm
+    from masforge.search import progress
+    from masforge.search.config import RunConfig
+    from masforge.search.engine import run_search
+
+    real = fake_lm.fake_reply
+
+    def slow(messages: Any, info: Any) -> str:
+        time.sleep(0.4)
+        return real(messages, info)
+
+    monkeypatch.setattr(fake_lm, "fake_reply", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    log = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
+                               "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
+    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
+    text = log.getvalue()
+    beat = text.find("s: evaluating io (0 candidates done;")
+    assert beat >= 0, text
+    assert beat < text.find("io score"), text  # before the first candidate's line

@@ -39,7 +39,7 @@ def stub() -> Iterator[StubServer]:
 def sleeps(monkeypatch) -> list[float]:
     """Backoff sleeps of the LM client, recorded instead of slept (jitter fixed at its midpoint)."""
     recorded: list[float] = []
-    monkeypatch.setattr(lm_module.time, "sleep", recorded.append)
+    monkeypatch.setattr(lm_module._Stop, "wait", lambda self, seconds: recorded.append(seconds))
     monkeypatch.setattr(lm_module.random, "random", lambda: 0.5)
     return recorded
 
@@ -588,7 +588,8 @@ def test_cli_evaluate_prints_score_and_ci(cli, tmp_path):
     assert result.exit_code == 0, result.output
     out = result.output
     assert "score" in out and "95% CI" in out and "rg:basic_arithmetic" in out
-    row = next(line for line in out.splitlines() if "rg:basic_arithmetic" in line and "validation" in line)
+    row = next(line for line in out.splitlines() if "rg:basic_arithmetic" in line and "validation" in line
+               and "│" in line)  # the table's row, not the plan line above it
     assert "[" in row and "]" in row  # the CI cell
     assert "Traceback" not in out and "stopped early" not in out
     assert out_file.exists() and '"n": 5' in out_file.read_text()

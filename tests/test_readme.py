@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _tour_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    section = text.split("## A five-minute tour", 1)[1]
+    section = text.split("## A tour", 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block, "the tour needs a bash block"
     commands = []
@@ -77,3 +77,18 @@ def test_scale_out_commands_use_real_options() -> None:
             assert flag in help_text, flag
     for field in re.findall(r"`(executor|ray_address|ray_workers): ", section):
         assert field in RunConfig.model_fields
+
+
+def test_the_tour_states_each_commands_time_and_make_run_warns_of_a_busy_machine() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## A tour", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    for line in block.group(1).splitlines():
+        command = line.split("  #", 1)[0].strip()
+        if command.split()[1:2] and command.split()[1] in ("run", "evaluate", "compare", "search", "seeds",
+                                                            "strategies", "report"):
+            assert re.search(r"#\s*\((instant|under a minute|about \d+ min)\)", line), line
+    recipe = (ROOT / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "quiet 2-core machine" in recipe and "slows it" in recipe
+    assert recipe.index("slows it") < recipe.index("masforge search")  # said before it starts

@@ -19,13 +19,22 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
-from masforge.cli.console import console, masforge_command, os_error_line, print_error, safe_output_streams, user_errors
+from masforge.cli.console import (
+    console,
+    err_console,
+    masforge_command,
+    os_error_line,
+    print_error,
+    runnable,
+    safe_output_streams,
+    user_errors,
+)
 from masforge.errors import ConfigError, GenomeError, MasforgeError
 from masforge.files import write_text_file
 from masforge.redact import install_log_redaction, redact_data
 from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
 from masforge.seeds import resolve_genome
-from masforge.text import shorten
+from masforge.text import distinct_names, shorten
 
 app = typer.Typer(
     help="masforge: a self-evolving designer of multi-agent LLM systems.",
@@ -33,8 +42,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+def _show_version(value: bool) -> None:
+    if value:
+        from masforge import __version__
+
+        print(f"masforge {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _every_command() -> None:
+def _every_command(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print masforge's version and exit.")] = False,
+) -> None:
     """masforge: a self-evolving designer of multi-agent LLM systems."""
     safe_output_streams()
 
@@ -54,12 +74,34 @@ ApiBaseOption = Annotated[
     str | None, typer.Option("--api-base", help="Endpoint for --lm (e.g. a vLLM or Ollama server).")
 ]
 # the options of an evaluation (evaluate, compare)
-LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N examples [default: all].")]
+# Help text is rich markup: a literal "[" is written escape()d, or rich takes "[default: all]" for a style tag and
+# drops it (tests/test_first_hour.py checks every command's help for text lost this way).
+LimitOption = Annotated[int | None, typer.Option(min=1, help=escape(
+    "Only the first N examples [default: all]; more than the split holds is capped (and said so)."))]
 ConcurrencyOption = Annotated[int, typer.Option(min=1, max=256, help="Examples evaluated at once.")]
 BudgetUsdOption = Annotated[float | None, typer.Option("--budget-usd", min=0, help="Stop after this many dollars.")]
 MaxCallsOption = Annotated[int | None, typer.Option("--max-calls", min=1, help="Stop after this many LM calls.")]
 DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")]
+TaskOption = Annotated[list[str] | None, typer.Option(
+    "--task-option", help="A task option as NAME=VALUE (e.g. size=1000 for rg: tasks, val_fraction=0.4 for a "
+    ".jsonl file); repeat for more. Give the same ones to search, evaluate and compare: they change the split.")]
+
+
+def task_options(values: list[str] | None) -> dict[str, object]:
+    """``--task-option NAME=VALUE`` values as task options (each value read as YAML: 1000, 0.4, true)."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in values or []:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--task-option '{item}' must look like NAME=VALUE")
+        try:
+            out[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            out[name.strip()] = raw
+    return out
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
@@ -192,6 +234,7 @@ def evaluate(
     budget_usd: BudgetUsdOption = None,
     max_calls: MaxCallsOption = None,
     data_dir: DataDirOption = None,
+    task_option: TaskOption = None,
     no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
 ) -> None:
@@ -200,12 +243,14 @@ def evaluate(
         from masforge.evaluators.tasks import get_task
 
         g = _load_system(genome)
-        t = get_task(task, data_dir=data_dir)
+        t = get_task(task, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
         client = _eval_client(lm, api_base, no_cache, budget_usd, max_calls)
         report = _evaluate_shown(g, t, client, split, limit, concurrency)
         if output:
             _write_json(output, report.to_dict())  # type: ignore[attr-defined]
             console.print(f"report written to {output}")
+    if report.stopped == "interrupted":  # type: ignore[attr-defined]
+        raise typer.Exit(130)
 
 
 def _load_system(ref: str) -> object:
@@ -234,23 +279,39 @@ def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, budget_us
 
 def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int | None,
                     concurrency: int) -> object:
-    """Evaluate with live progress, print the result table and any early stop or unscored examples."""
-    from masforge.evaluators.runner import Evaluator
+    """Say what the evaluation will do and about how long it takes, evaluate with live progress, then print the
+    result table and any early stop or unscored examples. Ctrl-C ends it at once with the finished examples'
+    result (``stopped`` is ``interrupted``)."""
+    from masforge.evaluators.estimate import estimate
+    from masforge.evaluators.runner import EvaluationInterrupted, Evaluator
 
     ev = Evaluator(t, client, split=split, limit=limit, concurrency=concurrency)  # type: ignore[arg-type]
     name = f"{g.name} on {t.name}"  # type: ignore[attr-defined]
+    n = len(ev.examples)
+    worker = client.config("worker")  # type: ignore[attr-defined]
+    where = f"{t.name}/{split}"  # type: ignore[attr-defined]
+    if getattr(t, "split_note", ""):
+        console.print(escape(t.split_note), highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+    console.print(f"evaluating {escape(g.name)} on {escape(where)}: {n} examples"  # type: ignore[attr-defined]
+                  f"{escape(capped_words(limit, n, where))}; {estimate([g], n, worker, concurrency).words()}",
+                  highlight=False, soft_wrap=True)
     with eval_progress() as bar:  # type: ignore[attr-defined]
-        job = bar.add_task(name, total=len(ev.examples), stats="")
+        job = bar.add_task(name, total=n, stats="")
 
         def tick(done: int, total: int, rep: object) -> None:
             snap = client.ledger.snapshot()  # type: ignore[attr-defined]
             bar.update(job, completed=done, stats=f"score {rep.score:.3f}  "  # type: ignore[attr-defined]
                        f"{snap['tokens']} tok  ${snap['dollars']:.4f}")
 
-        report = ev.evaluate(g, progress=tick)
-    model = client.config("worker").model  # type: ignore[attr-defined]
-    console.print(report_table(report, f"{g.name} ({g.short_id}) on {model}"))  # type: ignore[attr-defined]
-    if report.stopped:
+        try:
+            report = ev.evaluate(g, progress=tick)
+        except EvaluationInterrupted as stop:
+            report = stop.report
+    console.print(report_table(report, f"{g.name} ({g.short_id}) on {worker.model}"))  # type: ignore[attr-defined]
+    if report.stopped == "interrupted":
+        console.print(f"[yellow]stopped (Ctrl-C) after {report.attempted} of {report.planned} examples: the table "
+                      f"covers the {report.n} finished; requests in flight were abandoned[/yellow]")
+    elif report.stopped:
         print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
                     f"{report.n} finished examples")
     if report.unscored:
@@ -258,6 +319,16 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
         print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
                     f"failed: {shorten(report.outage, 160)}): {what}")
     return report
+
+
+def capped_words(limit: int | None, n: int, where: str) -> str:
+    """What a ``--limit`` came to: `` (--limit 500 is more than the 100 that x/validation holds: all of them)``
+    when it was capped, `` (all of x/validation)`` without one, else nothing."""
+    if limit is not None and limit > n:
+        return f" (--limit {limit} is more than the {n} that {where} holds: all of them)"
+    if limit is None:
+        return f" (all of {where})"
+    return ""
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -269,10 +340,10 @@ def compare(
     system_a: Annotated[str, typer.Argument(metavar="A", help="The reference: genome file, seed name, exported "
                                             "module, or a report written by 'masforge evaluate -o'.")],
     system_b: Annotated[str, typer.Argument(metavar="B", help="The challenger (same kinds as A).")],
-    task: Annotated[str | None, typer.Option("--task", "-t", help="Task to evaluate on [default: the task of a "
-                                             "report given as A or B].")] = None,
-    split: Annotated[str | None, typer.Option(help="train, validation or test [default: a report's split, else "
-                                              "validation].")] = None,
+    task: Annotated[str | None, typer.Option("--task", "-t", help=escape(
+        "Task to evaluate on [default: the task of a report given as A or B]."))] = None,
+    split: Annotated[str | None, typer.Option(help=escape(
+        "train, validation or test [default: a report's split, else validation]."))] = None,
     limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
@@ -280,6 +351,7 @@ def compare(
     budget_usd: BudgetUsdOption = None,
     max_calls: MaxCallsOption = None,
     data_dir: DataDirOption = None,
+    task_option: TaskOption = None,
     no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the comparison as JSON.")] = None,
 ) -> None:
@@ -298,6 +370,7 @@ def compare(
         limit = limit or (max(side.planned for side in given.values()) if given else None)
         sides: list[Side] = []
         client = None
+        interrupted = False
         for ref in (system_a, system_b):
             if ref in given:
                 sides.append(given[ref])
@@ -305,20 +378,35 @@ def compare(
             from masforge.evaluators.tasks import get_task
 
             g = _load_system(ref)
-            t = get_task(task_name, data_dir=data_dir)
+            t = get_task(task_name, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
             client = client or _eval_client(lm, api_base, no_cache, budget_usd, max_calls)
-            sides.append(Side.of(_evaluate_shown(g, t, client, split_name, limit, concurrency)))  # type: ignore[arg-type]
+            report = _evaluate_shown(g, t, client, split_name, limit, concurrency)
+            sides.append(Side.of(report))  # type: ignore[arg-type]
+            if report.stopped == "interrupted":  # type: ignore[attr-defined]
+                interrupted = True
+                break
+        if len(sides) < 2:
+            console.print("[yellow]B was not evaluated: no comparison[/yellow]")
+            raise typer.Exit(130)
+        if not set(sides[0].scores) & set(sides[1].scores):
+            console.print("[yellow]stopped before A and B shared a finished example: no comparison[/yellow]")
+            raise typer.Exit(130)
         result = paired_comparison(sides[0], sides[1])
         console.print(comparison_table(result))
         for what, ids in zip(("B won on", "B lost on"), result.differing(), strict=True):
             if ids:
                 more = f" and {len(ids) - 8} more" if len(ids) > 8 else ""
                 console.print(f"{what}: {escape(', '.join(ids[:8]))}{more}", highlight=False, soft_wrap=True)
-        colour = "green" if result.ci_low > 0 else "red" if result.ci_high < 0 else "yellow"
+        colour = {"better": "green", "worse": "red"}.get(result.outcome, "yellow")
         console.print(f"[{colour}]{escape(result.verdict)}[/{colour}]")
+        if interrupted:
+            console.print(f"[yellow]stopped (Ctrl-C): the comparison covers the {result.n} examples both finished"
+                          "[/yellow]")
         if output:
             _write_json(output, result.to_dict())
             console.print(f"comparison written to {output}")
+    if interrupted:
+        raise typer.Exit(130)
 
 
 def comparison_table(result: object) -> Table:
@@ -338,13 +426,16 @@ def comparison_table(result: object) -> Table:
 @app.command()
 def tasks() -> None:
     """List the built-in tasks with their split sizes and metrics."""
-    from masforge.evaluators.tasks import list_tasks
+    from masforge.evaluators.tasks import describe_tasks
 
-    table = Table(title="tasks")
-    for col in ("name", "description"):
+    table = Table(title="tasks (split sizes for --seed 0; --limit takes the first N of a split)")
+    for col in ("name", "description", "train / validation / test"):
         table.add_column(col)
-    for name, description in list_tasks():
-        table.add_row(name, description)
+    for name, description, splits in describe_tasks():
+        table.add_row(escape(name), escape(description), splits)
+    table.add_row("FILE.jsonl", "your own data: question/answer lines, exact match",
+                  "the rest / 20% / 20% of the lines (at least 1 each from 3 lines; val_fraction and "
+                  "test_fraction in task_options change it)")
     console.print(table)
 
 
@@ -360,7 +451,8 @@ SEARCH_FLAGS = {
     "seeds": "--seeds", "limit": "--limit", "test_limit": "--test-limit", "test_top_k": "--test-top-k",
     "concurrency": "--concurrency", "output": "--output", "seed": "--seed", "budget.max_candidates": "--max-candidates",
     "budget.max_dollars": "--budget-usd", "budget.max_calls": "--max-calls", "budget.max_seconds": "--max-minutes",
-    "budget.max_tokens": "--max-tokens", "budget.patience": "--patience",
+    "budget.max_tokens": "--max-tokens", "budget.patience": "--patience", "split": "--split",
+    "data_dir": "--data-dir", "cost_weight": "--cost-weight", "cache": "--no-cache", "task_options": "--task-option",
 }
 
 
@@ -406,7 +498,7 @@ def search(
                                                  "one; none pays for an evaluation another did).",
                                                  show_default="<run folder>/archive")] = None,
     executor: Annotated[str | None, typer.Option("--executor", help="Where evaluations run: 'local' (threads) "
-                                                  "or 'ray' (a Ray cluster; pip install 'masforge[ray]').",
+                                                  "or 'ray' (a Ray cluster; pip install 'masforge\\[ray]').",
                                                   show_default="local")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster: 'auto' (started here "
                                                      "with `ray start`) or HOST:PORT of its head.",
@@ -419,6 +511,19 @@ def search(
                                                       show_default="<run folder>/optuna.sqlite3")] = None,
     tune_study: Annotated[str | None, typer.Option("--tune-study", help="Name of the tune study.",
                                                     show_default="tune-<task>")] = None,
+    split: Annotated[str | None, typer.Option(help="The split candidates are scored on (train or validation; the "
+                                              "held-out test split is kept for the finalists).",
+                                              show_default="validation")] = None,
+    data_dir: DataDirOption = None,
+    task_option: TaskOption = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Reuse no LM answer cached by other runs (this run "
+                                           "keeps its own answers in its folder, so --resume pays nothing twice).")]
+    = False,
+    cost_weight: Annotated[float | None, typer.Option("--cost-weight", min=0, help="Maximise score minus this "
+                                                      "many times dollars per example.", show_default="0")] = None,
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", "-O", help="A strategy option as NAME=VALUE or STRATEGY.NAME=VALUE (e.g. population_size=8); "
+        "`masforge strategies` lists them. Repeat for more.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
     """Search for better multi-agent systems; live progress; Ctrl-C stops cleanly (resume with --resume)."""
@@ -435,13 +540,21 @@ def search(
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
                  "seeds": seeds, "limit": limit, "test_limit": test_limit, "test_top_k": test_top_k,
                  "concurrency": concurrency, "output": output, "seed": seed, "archive": archive,
-                 "executor": executor, "ray_address": ray_address, "ray_workers": ray_workers}
+                 "executor": executor, "ray_address": ray_address, "ray_workers": ray_workers, "split": split,
+                 "data_dir": str(data_dir) if data_dir is not None else None, "cost_weight": cost_weight,
+                 "cache": False if no_cache else None}
         data.update({k: v for k, v in flags.items() if v is not None})
         tune = {k: v for k, v in (("storage", tune_storage), ("study_name", tune_study)) if v is not None}
         if tune:
             options = dict(data.get("strategy_options") or {})  # type: ignore[call-overload]
             options["tune"] = {**options.get("tune", {}), **tune}
             data["strategy_options"] = options
+        if task_option:
+            data["task_options"] = {**dict(data.get("task_options") or {}),  # type: ignore[call-overload]
+                                    **task_options(task_option)}
+        if option:
+            data["strategy_options"] = strategy_option_flags(
+                option, data.get("strategy") or ["evolve"], dict(data.get("strategy_options") or {}))  # type: ignore[arg-type, call-overload]
         budget = dict(data.get("budget") or {})  # type: ignore[call-overload]
         for key, value in (("max_candidates", max_candidates), ("max_dollars", budget_usd),
                            ("max_calls", max_calls), ("max_tokens", max_tokens), ("patience", patience),
@@ -459,14 +572,13 @@ def search(
                 raise MasforgeError("give --task NAME (see `masforge tasks`) or --config run.yaml")
             cfg = RunConfig.from_data(data, "command line", SEARCH_FLAGS)
             check_run(cfg)  # a bad strategy, option or LM is one line before anything is printed or paid
-            console.print(f"searching {cfg.task} with {'+'.join(cfg.strategy)} (worker LM: {cfg.lm or 'local'}; "
-                          f"{cfg.budget.max_candidates or 'unlimited'} candidates on {cfg.limit or 'all'} examples, "
-                          f"finalists on {cfg.test_limit or 'all'} held-out examples) ...")
+            console.print(f"searching {escape(cfg.task)} with {'+'.join(cfg.strategy)} (worker LM: "
+                          f"{escape(str(cfg.lm or 'local'))}) ...")
             result = run_search(cfg, progress=not quiet, console=console)
         print_search_result(result)
         if result.stop_reason == "interrupted":
-            print_error(f"interrupted: nothing finished is lost; continue with `masforge search --resume "
-                        f"{result.run_dir}`")
+            console.print(runnable(f"[yellow]stopped (Ctrl-C): nothing finished is lost; continue with "
+                                   f"`masforge search --resume {result.run_dir}`[/yellow]"), soft_wrap=True)
             raise typer.Exit(130)
         from masforge.report import build_report, write_report
 
@@ -479,16 +591,53 @@ def search(
             raise typer.Exit(1)
 
 
+def strategy_option_flags(values: list[str], pipeline: str | list[str],
+                          options: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+    """``--option`` values (``NAME=VALUE`` or ``STRATEGY.NAME=VALUE``; the value read as YAML: 8, 0.5, true, [a, b])
+    merged into ``options``. A bare NAME goes to every strategy of the pipeline that has the option."""
+    import yaml
+
+    from masforge.search.config import RunConfig
+    from masforge.search.strategies.base import STRATEGIES, strategy_options
+
+    names = RunConfig.model_validate({"task": "-", "strategy": pipeline}).strategy
+    merged = {k: dict(v) for k, v in options.items()}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--option '{item}' must look like NAME=VALUE or STRATEGY.NAME=VALUE")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        where, _, name = key.rpartition(".")
+        targets = [where] if where else [s for s in names if s in STRATEGIES and name in strategy_options(
+            STRATEGIES[s])]
+        if where and where not in names:
+            raise ConfigError(f"--option {key}: '{where}' is not in the pipeline ({', '.join(names)})")
+        if not targets:
+            raise ConfigError(f"--option {key}: no strategy of the pipeline ({', '.join(names)}) has an option "
+                              f"'{name}' (`masforge strategies` lists them)")
+        for target in targets:
+            merged.setdefault(target, {})[name] = value
+    return merged
+
+
 @app.command()
 def strategies() -> None:
     """List the search strategies with what each does and its options (no search is run)."""
     from masforge.search.strategies import describe_strategies
 
-    table = Table(title="strategies (use with --strategy NAME, or a pipeline such as knapsack,evolve,tune)")
-    for col in ("name", "what it does", "options (strategy_options in a run configuration)"):
-        table.add_column(col, overflow="fold")
+    table = Table(title="strategies (use with --strategy NAME, or a pipeline such as knapsack,evolve,tune)",
+                  show_lines=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("what it does", overflow="fold", ratio=1)
+    table.add_column("options: --option NAME=VALUE (or strategy_options in a run configuration)", overflow="fold",
+                     ratio=2)
     for name, summary, options in describe_strategies():
-        table.add_row(name, summary, ", ".join(str(o) for o in options))
+        table.add_row(name, escape(summary), "\n".join(f"[bold]{o.name}[/bold]={escape(repr(o.default))}: "
+                                                         f"{escape(o.help)}" for o in options))
     console.print(table)
 
 
@@ -510,28 +659,35 @@ STOP_REASONS = {
 def print_search_result(result: object) -> None:
     """Tables after a search: top systems, the front, held-out test scores, spend and where things are."""
     r = result  # SearchResult
-    top = Table(title="top systems (validation)")
+    top = Table(title=f"top systems ({r.config.split})")  # type: ignore[attr-defined]
     for col in ("id", "name", "score", "95% CI", "$/example", "tokens/ex", "made by"):
         top.add_column(col, justify="right" if col in ("score", "$/example", "tokens/ex") else "left")
-    for c in r.top(8):  # type: ignore[attr-defined]
-        top.add_row(c.short_id, shorten(c.genome.name, 40), f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
+    ranked = r.top(8)  # type: ignore[attr-defined]
+    names = distinct_names([c.genome.name for c in ranked], 40, [c.id for c in ranked])
+    for c, name in zip(ranked, names, strict=True):
+        top.add_row(c.short_id, name, f"{c.score:.3f}", f"[{c.ci[0]:.2f}, {c.ci[1]:.2f}]",
                     f"{c.dollars:.5f}", f"{c.tokens:.0f}", f"{c.strategy}/{c.operator}")
     console.print(top)
     if r.test_scores:  # type: ignore[attr-defined]
         test = Table(title="held-out test split (never seen by the search)")
         for col in ("name", "selection", "test", "95% CI", "gap", "$/example", "seed?"):
             test.add_column(col)
-        for t in r.test_scores:  # type: ignore[attr-defined]
+        tests = r.test_scores  # type: ignore[attr-defined]
+        for t, name in zip(tests, distinct_names([t.name for t in tests], 40, [t.genome_id for t in tests]),
+                           strict=True):
             cut = f" (n={t.n}, cut: {t.stopped})" if t.stopped else f" ({t.unscored} unscored)" if t.unscored else ""
-            test.add_row(shorten(t.name, 40), f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
+            test.add_row(name, f"{t.validation:.3f}", f"{t.test:.3f}{cut}",
                          f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]", f"{t.gap:+.3f}", f"{t.dollars_per_example:.5f}",
                          "seed" if t.is_seed else "")
         console.print(test)
     spend = r.spend  # type: ignore[attr-defined]
     why = STOP_REASONS.get(r.stop_reason, r.stop_reason)  # type: ignore[attr-defined]
-    failed = f", {spend['errors']} of them failed" if spend.get("errors") else ""
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted((spend.get("failures") or {}).items()))
+    failed = f", {spend['errors']} of them failed ({kinds})" if spend.get("errors") else ""
+    if spend.get("abandoned"):
+        failed += f", {spend['abandoned']} abandoned in flight at a stop (not failures)"
     console.print(f"stopped: {why}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "
-                  f"{spend['llm_calls']} LM calls{failed} (+{spend['cache_hits']} cached) in {spend['elapsed_s']:.0f}s")
+                  f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached){failed} in {spend['elapsed_s']:.0f}s")
     over = {k: v for k, v in (r.budget.get("overshoot") or {}).items() if v}  # type: ignore[attr-defined]
     if over:
         console.print("budget overshoot (requests already in flight when the limit was reached): "
@@ -546,15 +702,21 @@ def print_search_result(result: object) -> None:
             f"because the provider or the sandbox failed ({shorten(outage['error'], 160)}); they are evaluated "
             "again on --resume"))
     found, seed = r.versus_seeds()  # type: ignore[attr-defined]
-    n_val = r.config.limit  # type: ignore[attr-defined]
-    if found is not None and seed is not None:
-        diff = found.test - seed.test
-        verdict = "better than" if diff > 0 else "no better than"
-        console.print(f"held-out test ({found.n} examples): best found [bold]{escape(found.name)}[/bold] "
-                      f"{found.test:.3f} vs best seed [bold]{escape(seed.name)}[/bold] {seed.test:.3f} "
-                      f"({diff:+.3f}: {verdict} the seeds)")
-        console.print(f"  validation ({n_val} examples): best found {found.validation:.3f}, best seed "
-                      f"{seed.validation:.3f}")
+    n_val = r.stats.get("validation_examples") or r.config.limit  # type: ignore[attr-defined]
+    verdict = r.verdict  # type: ignore[attr-defined]
+    if found is not None and seed is not None and verdict is not None:
+        colour = {"better": "green", "worse": "red"}.get(verdict.outcome, "yellow")
+        console.print(f"held-out test, the same {verdict.n} examples for both: best found "
+                      f"[bold]{escape(found.name)}[/bold] {verdict.mean(verdict.b):.3f} vs best seed "
+                      f"[bold]{escape(seed.name)}[/bold] {verdict.mean(verdict.a):.3f}, difference "
+                      f"{verdict.diff:+.3f} [{verdict.ci_low:+.3f}, {verdict.ci_high:+.3f}] (paired 95% CI): "
+                      f"[{colour}]{escape(verdict.versus_seeds())}[/{colour}]", soft_wrap=True)
+        console.print(f"  {r.config.split} ({n_val} examples): best found {found.validation:.3f}, "  # type: ignore[attr-defined]
+                      f"best seed {seed.validation:.3f}")
+    elif found is not None and seed is not None:
+        console.print(f"held-out test: best found [bold]{escape(found.name)}[/bold] {found.test:.3f} "
+                      f"({found.n} examples) vs best seed [bold]{escape(seed.name)}[/bold] {seed.test:.3f} "
+                      f"({seed.n} examples): not scored on the same examples, so no verdict")
     else:
         best = r.best  # type: ignore[attr-defined]
         if best is not None:
@@ -641,17 +803,37 @@ def main() -> None:
     except OSError as exc:
         print_error(os_error_line(exc))
         sys.exit(1)
-    except KeyboardInterrupt:
-        print_error("interrupted")
+    except KeyboardInterrupt:  # the user's stop, not an error
+        err_console.print("[yellow]stopped (Ctrl-C)[/yellow]")
         sys.exit(130)
+    except SystemExit as exc:
+        if exc.code == 130 and _ctrl_c_caused(exc):  # typer turned a Ctrl-C no command handled into exit 130
+            err_console.print("[yellow]stopped (Ctrl-C)[/yellow]")
+        raise
     finally:
         _stop_own_servers()
 
 
+def _ctrl_c_caused(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind ``exc`` (its chain of causes and contexts)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def _stop_own_servers() -> None:
-    """Stop the local model servers this process started before Python joins its worker threads at exit: a
-    request still in flight after Ctrl-C (or an abandoned, timed-out example) then fails at once instead of
-    generating to its end, which takes minutes on 2 cores. Its evaluation was not finished, so nothing is lost."""
+    """Before Python joins its worker threads at exit: give up the LM requests still in flight (after Ctrl-C, or
+    of an abandoned, timed-out example; their connections are cut, so they end at once, booked as abandoned, not
+    failed), then stop the local model servers this process started, without waiting for a generation to end
+    (it takes minutes on 2 cores). Those evaluations were not finished, so nothing is lost."""
+    lm = sys.modules.get("masforge.runtime.lm")
+    if lm is not None:
+        lm.abandon_requests()
     local_model = sys.modules.get("masforge.runtime.local_model")
     if local_model is not None:
-        local_model.shutdown_local_servers()
+        local_model.shutdown_local_servers(timeout=2.0)

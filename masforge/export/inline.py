@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 PACKAGE = "masforge.runtime.standalone"
-CONFIG_MODULES = ("prompts", "names", "adapters", "plain_adapter", "examples", "execute", "system", "connect",
+CONFIG_MODULES = ("prompts", "names", "adapters", "reading", "plain_adapter", "examples", "execute", "system",
+                  "connect",
                   "litellm_lm", "command_line")
 """What a config export carries, in dependency order."""
 CODE_MODULES = ("connect", "code_system", "command_line")

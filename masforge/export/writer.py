@@ -364,9 +364,28 @@ def _assemble(out: list[str], runtime: list[str], imports: set[str], tools: dict
     body = "\n".join(out) + "\n\n\n" + "\n\n\n".join(r.strip("\n") for r in runtime) + "\n\n\n" + "\n".join(tail)
     kept = used_imports(imports | {"import os", "import sys"}, body.replace("@IMPORTS@", "").replace("@LIBS@", ""))
     # dspy (and litellm through it) is imported after the line that keeps litellm from downloading prices
-    libs = "\n".join(f"{line}  # noqa: E402" for line in _imports({i for i in kept if is_third_party(i)}).splitlines())
+    third_party = {i for i in kept if is_third_party(i)}
+    libs = _library_imports(_imports(third_party)) if third_party else ""
     body = body.replace("@LIBS@\n\n", libs + "\n\n" if libs else "")
     return body.replace("@IMPORTS@", _imports({i for i in kept if not is_third_party(i)})) + "\n"
+
+
+# The package to install for each library module an export imports.
+_PIP_NAMES = {"dspy": "dspy", "litellm": "litellm", "json_repair": "json-repair"}
+
+
+def _library_imports(lines: str) -> str:
+    """The export's library imports, guarded: run where a library is missing, the file says in one line which
+    one and how to install it, instead of a ModuleNotFoundError traceback."""
+    modules = sorted({ln.split()[1].split(".")[0] for ln in lines.splitlines()})
+    need = "pip install " + " ".join(_PIP_NAMES.get(m, m) for m in modules)
+    body = "\n".join(f"    {line}" for line in lines.splitlines())
+    return (f"try:\n{body}\n"
+            "except ImportError as _missing:  # run outside an environment that has the libraries below\n"
+            f'    _how = f"needs the Python package {{_missing.name}} ({need})"\n'
+            '    if __name__ == "__main__":\n'
+            '        sys.exit(f"{os.path.basename(__file__)} {_how}")\n'
+            '    raise ImportError(f"this exported system {_how}") from None')
 
 
 def _head_names(out: list[str]) -> set[str]:

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from masforge.report.data import LineageNode
+from masforge.text import distinct_names
 
 
 def esc(value: Any) -> str:
@@ -152,6 +153,10 @@ def pareto_chart(candidates: list[dict[str, Any]], front: list[dict[str, Any]], 
     return frame.svg(body, "quality against cost") + legend
 
 
+NAME_BOX_MAX = 380
+"""Widest lineage box, in pixels (a name of about 50 characters)."""
+
+
 def lineage_svg(nodes: list[LineageNode]) -> str:
     """The best system's family as a layered graph: ancestors above it, systems bred from it below."""
     if not nodes:
@@ -160,7 +165,12 @@ def lineage_svg(nodes: list[LineageNode]) -> str:
     for node in nodes:
         levels.setdefault(node.level, []).append(node)
     depth, bottom = max(levels), min(levels)
-    box_w, box_h, gap_x, gap_y = 220, 50, 20, 34
+    # Boxes as wide as the longest name needs (about 7 px a character at 12 px), within bounds; a name still too
+    # long is cut in the middle, where variants of one system do not differ.
+    box_w = min(NAME_BOX_MAX, max(220, 16 + 7 * max(len(n.name) for n in nodes)))
+    box_h, gap_x, gap_y = 50, 20, 34
+    names = dict(zip([n.id for n in nodes], distinct_names([n.name for n in nodes], (box_w - 16) // 7,
+                                                           [n.id for n in nodes]), strict=True))
     widest = max(len(v) for v in levels.values())
     width = max(box_w + 20, widest * (box_w + gap_x) + gap_x)
     height = (depth - bottom + 1) * (box_h + gap_y)
@@ -201,8 +211,10 @@ def lineage_svg(nodes: list[LineageNode]) -> str:
         x, y = pos[node.id]
         cls = "node best" if node.is_best else ("node seed" if node.operator == "seed" else "node")
         cls += " exec" if node.execution else ""  # runs code: dashed box, tagged
-        room = 19 if node.execution else 27  # the "runs code" tag takes the end of the name's line
-        name = node.name if len(node.name) <= room else node.name[:room - 1] + "…"
+        name = names[node.id]
+        room = (box_w - 16) // 7 - 9  # the "runs code" tag takes the end of the name's line
+        if node.execution and len(name) > room:
+            name = name[:room - 1] + "…"
         score = "-" if node.score is None else f"{node.score:.3f}"
         tag = (f'<text x="{x + box_w - 8:.1f}" y="{y + 13:.1f}" class="ntag" text-anchor="end">runs code</text>'
                if node.execution else "")

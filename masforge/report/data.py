@@ -94,6 +94,8 @@ class ReportData:
     lineage: list[LineageNode]
     lineage_truncated: bool
     notes: list[str]
+    verdict: dict[str, Any] | None = None
+    """The best found system against the best seed on the same held-out examples (see :func:`_verdict`)."""
 
     @property
     def best_test_row(self) -> dict[str, Any] | None:
@@ -374,6 +376,7 @@ def build_report(run: str | Path) -> ReportData:
         if archive is not None:
             archive.close()
 
+    verdict = _verdict(summary, test)
     return ReportData(
         run_dir=run_dir, name=str((summary or {}).get("run") or run_dir.resolve().name), config=config, task=task,
         strategies=[str(s) for s in strategies], stop_reason=stop_reason, spend=spend, stats=stats,
@@ -381,4 +384,24 @@ def build_report(run: str | Path) -> ReportData:
         front=front_of(candidates, cost_key), cost_key=cost_key, cost_label=cost_label,
         progress=_progress(events, spend_key), spend_key=spend_key, spend_label=spend_label,
         strategy_rows=_strategy_rows(candidates, events, spend_key), top=top, lineage=lineage,
-        lineage_truncated=truncated, notes=notes)
+        lineage_truncated=truncated, notes=notes, verdict=verdict)
+
+
+def _verdict(summary: dict[str, Any] | None, test: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the search is for, as the run's summary states it: the best found system against the best seed on the
+    same held-out examples (paired difference, its 95% CI and what it supports). A run from before the summary
+    kept it: the two held-out scores only, with no CI (``outcome`` ``unpaired``). None without both."""
+    stated = (summary or {}).get("verdict")
+    if isinstance(stated, dict) and stated.get("outcome"):
+        return dict(stated)
+    found = [t for t in test if not t.get("is_seed")]
+    seeds = [t for t in test if t.get("is_seed")]
+    if not found or not seeds:
+        return None
+    f = max(found, key=lambda t: num(t.get("validation")))
+    s = max(seeds, key=lambda t: num(t.get("validation")))
+    return {"found": f.get("name", ""), "found_id": f.get("genome_id", ""), "seed": s.get("name", ""),
+            "seed_id": s.get("genome_id", ""), "n": int(num(f.get("n"))), "found_score": num(f.get("test")),
+            "seed_score": num(s.get("test")), "diff": num(f.get("test")) - num(s.get("test")), "ci_low": None,
+            "ci_high": None, "outcome": "unpaired",
+            "verdict": "no verdict: this run did not keep the per-example scores that pair the two"}

@@ -81,7 +81,9 @@ pre { background: var(--panel); border: 1px solid var(--line); border-radius: 6p
 .muted { color: var(--muted); }
 .note { color: var(--warn); }
 .empty { color: var(--muted); font-style: italic; }
-.yes { color: var(--good); font-weight: 600; } .no { color: var(--muted); }
+.yes { color: var(--good); font-weight: 600; } .no { color: var(--muted); } .bad { color: var(--front); }
+.card.verdict { max-width: 420px; } .card.verdict .v { font-size: 15px; }
+.card.verdict.yes .v { color: var(--good); } .card.verdict.bad .v { color: var(--front); }
 footer { color: var(--muted); font-size: 12px; padding: 0 32px 24px; }
 """
 
@@ -155,6 +157,47 @@ def _ci_text(row: dict[str, Any] | None, n: object = None) -> str:
     return f"95% CI [{num(ci[0]):.2f}, {num(ci[1]):.2f}]{on}"
 
 
+_OUTCOME_CLASS = {"better": "yes", "worse": "bad", "no_difference": "no", "too_few": "no", "unpaired": "no"}
+
+
+def _verdict_cards(verdict: dict[str, Any] | None) -> list[str]:
+    """The first cards: the best found system and the best seed on the same held-out examples, their paired
+    difference with its 95% CI, and the verdict it supports (what the search is for)."""
+    if verdict is None:
+        return [_card("-", "found vs best seed on held-out data", "not re-scored on the test split")]
+    n = int(num(verdict.get("n")))
+    diff = f"{num(verdict.get('diff')):+.3f}"
+    ci = "" if verdict.get("ci_low") is None else \
+        f"paired 95% CI [{num(verdict.get('ci_low')):+.3f}, {num(verdict.get('ci_high')):+.3f}]"
+    outcome = str(verdict.get("outcome", ""))
+    kind = _OUTCOME_CLASS.get(outcome, "no")
+    said = (f'<div class="card verdict {kind}"><div class="v">{esc(verdict.get("verdict"))}</div>'
+            f'<div class="k">verdict on {n} held-out examples</div></div>')
+    return [
+        _card(f"{num(verdict.get('found_score')):.3f}", "best found system, held-out test",
+              f"{verdict.get('found')} ({str(verdict.get('found_id', ''))[:12]}), {n} examples"),
+        _card(f"{num(verdict.get('seed_score')):.3f}", "best seed, the same examples",
+              f"{verdict.get('seed')} ({str(verdict.get('seed_id', ''))[:12]})"),
+        _card(diff, "found - seed", ci),
+        said,
+    ]
+
+
+def _plain(value: Any) -> str:
+    """A recorded value as a reader wants it: no Python literals (``{}``, ``None``, ``True``)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value) or "none"
+    return str(value)
+
+
 def render_html(data: ReportData) -> str:
     """The report as one HTML document with inline CSS, SVG and JavaScript (no external resources)."""
     spend = data.spend
@@ -163,8 +206,9 @@ def render_html(data: ReportData) -> str:
     lm = data.config.get("lm")
     lm_text = lm.get("model", lm) if isinstance(lm, dict) else (lm or "local")
     cards = [
+        *_verdict_cards(data.verdict),
         _card(f"{best['score']:.3f}" if best else "-", "best validation score",
-              _ci_text(best, data.config.get("limit"))),
+              _ci_text(best, data.stats.get("validation_examples") or data.config.get("limit"))),
         _card(f"{best_test:.3f}" if best_test is not None else "-", "its held-out test score",
               _ci_text(data.best_test_row, (data.best_test_row or {}).get("n"))),
         _card(f"{data.median:.3f}" if data.median is not None else "-", "median validation score"),
@@ -254,9 +298,9 @@ def render_html(data: ReportData) -> str:
     sections.append('<section id="test"><h2>Held-out test split (never seen by the search)</h2>'
                     f"{test_html}</section>")
 
-    spend_rows = [[k, f"{num(v):.6f}" if k == "dollars" else (f"{num(v):.1f}" if k == "elapsed_s" else v)]
-                  for k, v in spend.items()]
-    stats_rows = [[k, v] for k, v in data.stats.items()]
+    spend_rows = [[k.replace("_", " "), f"{num(v):.6f}" if k == "dollars" else
+                   (f"{num(v):.1f}" if k == "elapsed_s" else _plain(v))] for k, v in spend.items()]
+    stats_rows = [[k.replace("_", " "), _plain(v)] for k, v in data.stats.items()]
     sections.append('<section id="spend"><h2>Spend and run statistics</h2><div class="charts"><div>'
                     + _table(["spend", "value"], spend_rows, {1}, sortable=False) + "</div><div>"
                     + _table(["statistic", "value"], stats_rows, {1}, sortable=False) + "</div></div>"

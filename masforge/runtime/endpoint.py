@@ -66,6 +66,34 @@ _ENDPOINTS_LOCK = threading.Lock()
 _CATALOG_PRICES: dict[str, tuple[float, float]] = {}
 
 
+class InFlight:
+    """The connections of one client's requests in flight, so that a stop can cut them (:meth:`cut`): a thread
+    blocked reading an answer then fails at once instead of waiting for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: set[http.client.HTTPConnection] = set()
+
+    def add(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conns.add(conn)
+
+    def discard(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+    def cut(self) -> None:
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on it
+                except OSError:
+                    pass
+
+
 class Endpoint:
     """Keep-alive HTTP/1.1 connections to one OpenAI-compatible server, shared by every thread."""
 
@@ -120,10 +148,12 @@ class Endpoint:
                 return conn
             conn.close()
 
-    def post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str, bytes, Any]:
+    def post(self, body: bytes, headers: dict[str, str], timeout: float,
+             active: InFlight | None = None) -> tuple[int, str, bytes, Any]:
         """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers).
         Transport failures raise ConnectionError or TimeoutError (both retried, and counted, by the caller), or
-        :class:`Unreachable` when no connection can be made at all (the server is down or the address wrong)."""
+        :class:`Unreachable` when no connection can be made at all (the server is down or the address wrong).
+        ``active``: where the connection is registered while the request is in flight (so it can be cut)."""
         conn = self._take_idle()
         try:
             if conn is None:
@@ -135,6 +165,8 @@ class Endpoint:
                 conn.timeout = timeout
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
+            if active is not None:
+                active.add(conn)
             conn.request("POST", self.path, body=body, headers=headers)
             resp = conn.getresponse()
             length = resp.length  # None: chunked or until close
@@ -157,6 +189,9 @@ class Endpoint:
             if conn is not None:
                 conn.close()
             raise
+        finally:
+            if active is not None and conn is not None:
+                active.discard(conn)
         if len(data) > MAX_ANSWER_BYTES:
             conn.close()
             raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer")
@@ -167,13 +202,14 @@ class Endpoint:
                 self._idle.append(conn)
         return resp.status, resp.reason, data, resp.headers
 
-    def chat(self, body: dict[str, Any], api_key: str | None, timeout: float) -> dict[str, Any]:
+    def chat(self, body: dict[str, Any], api_key: str | None, timeout: float,
+             active: InFlight | None = None) -> dict[str, Any]:
         """POST one chat-completion request body; the parsed answer, which has at least one choice. An HTTP
         error status, or an answer that is not a chat completion, raises :class:`EndpointError`."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        status, reason, raw, resp_headers = self.post(json.dumps(body).encode(), headers, timeout)
+        status, reason, raw, resp_headers = self.post(json.dumps(body).encode(), headers, timeout, active)
         if status >= 400:
             try:
                 detail = str(json.loads(raw)["error"]["message"])

@@ -56,6 +56,8 @@ class Ledger:
         """Failed requests by kind (rate_limit, server_error, timeout, connection, bad_answer, client_error)."""
         self.notes: Counter[str] = Counter()
         """Answers delivered but odd: ``empty`` (no text), ``overlong`` (longer than max_tokens allows: cut)."""
+        self.abandoned = 0
+        """Requests in flight when the run was stopped (Ctrl-C): sent, so counted as calls, but no failure."""
         self.max_attempt = 0
         """The most requests one LM call has needed (1 + its retries)."""
         self.in_flight = 0
@@ -177,6 +179,15 @@ class Ledger:
             self.failures[kind] += 1
             self._write({"f": kind})
 
+    def abandon(self, worst_dollars: float = 0.0) -> None:
+        """A reserved request given up because the run was stopped: it was sent (it counts as a call, and may
+        cost), but it did not fail."""
+        with self._lock:
+            self.in_flight -= 1
+            self.reserved_dollars = max(0.0, self.reserved_dollars - worst_dollars)
+            self.abandoned += 1
+            self._write({"a": 1})
+
     def add(self, c: Completion) -> None:
         """Count a completion that was not reserved: a cache hit, or an answer from elsewhere."""
         with self._lock:
@@ -199,6 +210,7 @@ class Ledger:
             return {"llm_calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "tokens": self.tokens, "dollars": self.dollars,
                     "errors": self.errors, "failures": dict(self.failures), "notes": dict(self.notes),
+                    "abandoned": self.abandoned,
                     "max_in_flight": self.max_in_flight, "max_attempt": self.max_attempt,
                     "elapsed_s": self.elapsed_s}
 
@@ -242,6 +254,9 @@ class Ledger:
                 elif row.get("u"):
                     self.calls -= 1
                     pending -= 1
+                elif row.get("a"):
+                    pending -= 1
+                    self.abandoned += 1
                 elif "f" in row:
                     pending -= 1
                     self.errors += 1

@@ -13,6 +13,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,11 +28,13 @@ from masforge.errors import (  # noqa: E402
     ProviderError,
 )
 from masforge.redact import redact, redact_secret_values, register_secret  # noqa: E402
+from masforge.runtime import lm_rates  # noqa: E402
 from masforge.runtime.budget import Budget  # noqa: E402
 from masforge.runtime.endpoint import (  # noqa: E402
     PLAIN_EXTRA,
     Endpoint,
     EndpointError,
+    InFlight,
     Unreachable,
     catalog_price,
     retry_after_seconds,
@@ -49,7 +52,8 @@ from masforge.runtime.trace import (  # noqa: E402
 )
 
 __all__ = ["Budget", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger", "Messages",
-           "Responder", "check_credentials", "default_cache_path", "failure_kind", "parse_lm", "with_temperature"]
+           "RequestAbandoned", "Responder", "abandon_requests", "check_credentials", "default_cache_path",
+           "failure_kind", "parse_lm", "with_temperature"]
 
 Messages = list[dict[str, Any]]
 Responder = Callable[[Messages, dict[str, Any]], str]
@@ -102,6 +106,40 @@ def failure_kind(exc: BaseException) -> str:
     return "error"
 
 
+class RequestAbandoned(LMError):
+    """The request was given up because the run was stopped."""
+
+
+class _Stop:
+    """A client's stop (Ctrl-C): its requests in flight are cut, not awaited, and booked as abandoned, not
+    failed; it sends no more. Shared by the clones of a client (:meth:`LMClient.with_lms`)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.changed = threading.Condition()
+        self.in_flight = InFlight()
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify_all()
+        self.in_flight.cut()
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the stop comes first."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.stopped, timeout=seconds)
+
+
+_LIVE_STOPS: weakref.WeakSet[_Stop] = weakref.WeakSet()
+
+
+def abandon_requests() -> None:
+    """Stop every LM client of this process (see :meth:`LMClient.abandon`): what exiting after Ctrl-C does."""
+    for stop in list(_LIVE_STOPS):
+        stop.stop()
+
+
 def _is_transient(exc: BaseException) -> bool:
     return failure_kind(exc) in TRANSIENT_KINDS
 
@@ -130,6 +168,13 @@ class LMClient:
         self._sems: dict[str, threading.BoundedSemaphore] = {}
         self._sem_lock = threading.Lock()
         self._endpoints: dict[str, tuple[str, str, str]] = {}
+        self._stop = _Stop()
+        _LIVE_STOPS.add(self._stop)
+
+    def abandon(self) -> None:
+        """The run was stopped (Ctrl-C): cut this client's requests in flight (each ends at once, is counted as
+        sent and abandoned, never as a failure, and is not retried) and send no more."""
+        self._stop.stop()
 
     def config(self, alias: str) -> LMConfig:
         """The configuration of ``alias``; an alias the run does not define falls back to ``worker``."""
@@ -140,7 +185,7 @@ class LMClient:
         merged = {**self.lms, **{k: parse_lm(v) for k, v in lms.items()}}
         clone = LMClient(merged, ledger=self.ledger, cache=self.cache or False, responder=self.responder,
                          seed=self.seed)
-        clone._sems, clone._endpoints = self._sems, self._endpoints
+        clone._sems, clone._endpoints, clone._stop = self._sems, self._endpoints, self._stop
         return clone
 
     def _semaphore(self, cfg: LMConfig) -> threading.BoundedSemaphore:
@@ -172,6 +217,8 @@ class LMClient:
         """One chat completion. ``sample`` distinguishes independent samples (copies) in the cache and
         seeds the provider, so k samples differ from each other yet a rerun reproduces them. ``stop``: the
         answer ends before the first of these strings (asked of the provider, and enforced here)."""
+        if self._stop.stopped:
+            raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
         cfg = self.config(alias)
         temp = cfg.temperature if temperature is None else temperature
         mtok = max_tokens or cfg.max_tokens
@@ -198,6 +245,7 @@ class LMClient:
         with self._semaphore(cfg):
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
         c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
+        lm_rates.record(cfg, c.latency_s)  # how long this LM takes here: the next run's estimate
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
@@ -220,6 +268,8 @@ class LMClient:
         attempt = 0
         worst, detail = self._worst_cost(cfg, messages, mtok)
         while True:
+            if self._stop.stopped:
+                raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
             self.ledger.reserve(attempt + 1, worst, detail)
             start = time.perf_counter()
             try:
@@ -237,16 +287,19 @@ class LMClient:
                 self.ledger.halt(halt)
                 raise halt from exc
             except BaseException as exc:
-                kind = failure_kind(exc) if isinstance(exc, Exception) else "interrupted"
+                if self._stop.stopped or not isinstance(exc, Exception):  # the user stopped the run: no failure
+                    self.ledger.abandon(worst)
+                    if not isinstance(exc, Exception):
+                        raise
+                    raise RequestAbandoned("abandoned: the run was stopped", infrastructure=True) from None
+                kind = failure_kind(exc)
                 self.ledger.fail(kind, worst)
-                if not isinstance(exc, Exception):
-                    raise
                 if kind not in TRANSIENT_KINDS or attempt >= cfg.num_retries:
                     raise self._give_up(cfg, exc, kind, attempt, start) from exc
                 wait = _retry_after(exc)
                 if wait is None:  # exponential backoff with jitter, capped: rate limits clear in seconds
                     wait = min(20.0, 0.5 * 2**attempt) * (0.5 + random.random())
-                time.sleep(min(wait, MAX_RETRY_AFTER_S))
+                self._stop.wait(min(wait, MAX_RETRY_AFTER_S))  # a stop ends the wait
                 attempt += 1
                 continue
             c.text = cut_at_stop(c.text, stop)  # a provider (or the fake LM) that ignores stop strings
@@ -355,7 +408,7 @@ class LMClient:
             body["stop"] = list(stop)
         if temp > 0:
             body["seed"] = self.seed * 1000 + sample
-        data = ep.chat(body, api_key, cfg.timeout_s)
+        data = ep.chat(body, api_key, cfg.timeout_s, self._stop.in_flight)
         choices = data["choices"]
         text = (choices[0].get("message") or {}).get("content") or ""
         usage = data.get("usage") or {}

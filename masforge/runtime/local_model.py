@@ -1004,14 +1004,15 @@ def running_servers() -> list[LocalServer]:
         return [srv for srv in _SERVERS.values() if srv.running]
 
 
-def shutdown_local_servers() -> None:
-    """Stop every server :func:`ensure_local_server` started in this process."""
+def shutdown_local_servers(timeout: float = 10.0) -> None:
+    """Stop every server :func:`ensure_local_server` started in this process (each gets ``timeout`` s to end
+    after SIGTERM, then SIGKILL)."""
     with _REGISTRY_LOCK:
         servers = list(_SERVERS.values())
         _SERVERS.clear()
         _EXTERNAL.clear()
     for server in servers:
-        server.stop()
+        server.stop(timeout)
 
 
 atexit.register(shutdown_local_servers)

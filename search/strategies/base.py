@@ -14,6 +14,7 @@ context pays for them; a strategy that screens differently overrides :meth:`Stra
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -43,14 +44,35 @@ def bad_option(option: str, why: str) -> ValueError:
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a strategy: its name, default and type."""
+    """One option of a strategy: its name, default, type and what it does."""
 
     name: str
     default: Any
     annotation: Any
+    help: str = ""
+    """What the option does: its line in the ``Args:`` section of the constructor's docstring."""
 
     def __str__(self) -> str:
         return f"{self.name}={self.default!r}"
+
+
+def _option_help(init: Any) -> dict[str, str]:
+    """The ``Args:`` section of a constructor's docstring: option name -> its explanation on one line."""
+    doc = inspect.getdoc(init) or ""
+    if "Args:" not in doc:
+        return {}
+    found: dict[str, str] = {}
+    name = None
+    for line in doc.split("Args:", 1)[1].splitlines():
+        m = re.match(r"^    (\w+): (.*)$", line)
+        if m:
+            name = m.group(1)
+            found[name] = m.group(2).strip().replace("``", "")
+        elif name and line.startswith("        "):
+            found[name] += " " + line.strip().replace("``", "")
+        elif line.strip():
+            break
+    return found
 
 
 def strategy_options(cls: type[Strategy]) -> dict[str, Option]:
@@ -64,13 +86,14 @@ def strategy_options(cls: type[Strategy]) -> dict[str, Option]:
         if klass is object:
             break
         hints = typing.get_type_hints(init)
+        helps = _option_help(init)
         forwards = False
         for p in list(inspect.signature(init).parameters.values())[1:]:
             if p.kind is p.VAR_KEYWORD:
                 forwards = True
             elif p.kind is not p.VAR_POSITIONAL and p.name not in found:
                 default = None if p.default is p.empty else p.default
-                found[p.name] = Option(p.name, default, hints.get(p.name, Any))
+                found[p.name] = Option(p.name, default, hints.get(p.name, Any), helps.get(p.name, ""))
         if not forwards:
             break
     return found
@@ -122,6 +145,13 @@ class Strategy(ABC):
     """The surrogate screen of this run (set by :meth:`run` when ``surrogate`` is on)."""
 
     def __init__(self, *, surrogate: bool = False, surrogate_margin: float = 0.1) -> None:
+        """Options every strategy takes.
+
+        Args:
+            surrogate: screen proposals with a surrogate model trained on the candidates scored so far, and skip
+                those it calls hopeless before they are paid for.
+            surrogate_margin: how far below the best a proposal's predicted score may be and still be evaluated.
+        """
         if surrogate_margin < 0:
             raise bad_option("surrogate_margin", f"must be >= 0, got {surrogate_margin}")
         self.use_surrogate = surrogate

@@ -84,6 +84,24 @@ class Coevolve(Strategy):
                  failures: int = 3, topology_edits: list[str] | tuple[str, ...] | None = None,
                  use_meta_agent: bool = False, seed_genome: str = "cot", incubation: int | None = None,
                  adaptive: bool = True, ablate: bool = True, **options: Any) -> None:
+        """Options of coevolve.
+
+        Args:
+            slow_every: steps between topology edits (the slow loop); 0: instructions only.
+            meta_alias: the LM alias that rewrites instructions (``meta``: --meta-lm).
+            temperature: sampling temperature of the instruction rewrites.
+            failures: failed examples (with their traces) shown for each rewrite.
+            topology_edits: the structural edits the slow loop may make (default: add_agent, add_sampled_branch,
+                remove_agent, rewire, change_rounds, change_aggregation, change_module, change_copies).
+            use_meta_agent: let the meta-agent's mutation make the topology edits instead of the structural operators.
+            seed_genome: the seed started from when the archive holds no system yet.
+            incubation: steps spent tuning a new topology's instructions before going back to the best system
+                (None: slow_every - 1).
+            adaptive: choose topology edits by their observed success in this run (a bandit; see
+                :mod:`masforge.search.credit`) and the failure kinds of the parent; False: uniform draws.
+            ablate: re-score the best system with each agent dropped (on cached answers where possible) and
+                feed the per-agent credit to remove_agent.
+        """
         super().__init__(**options)
         names = tuple(topology_edits) if topology_edits else TOPOLOGY_EDITS
         unknown = [n for n in names if n not in EDITS]

@@ -100,6 +100,22 @@ class EvolveSearch(MetaAgentStrategy):
                  structural_rate: float = 0.3, crossover_rate: float = 0.2, offspring: int = 2,
                  diversity_weight: float = 0.1, memory_notes: int = 6, adaptive: bool = True, ablate: bool = True,
                  **options: Any) -> None:
+        """Options of evolve.
+
+        Args:
+            population_size: systems kept in the pool that parents are drawn from.
+            selection: how parents are picked: tournament, map_elites, pareto, uniform or best.
+            tournament_k: systems drawn per tournament (selection tournament).
+            structural_rate: chance that a child is made by the LLM-free structural operators instead of the
+                meta-agent.
+            crossover_rate: chance that a child crosses two parents instead of mutating one.
+            offspring: children proposed per step.
+            diversity_weight: bonus for being unlike the rest of the pool when survivors are chosen.
+            memory_notes: remembered edits (and what they did to the score) shown to the meta-agent.
+            adaptive: pick structural edits by their observed success in this run (a bandit; see
+                :mod:`masforge.search.credit`) and the failure kinds of the parent; False: uniform draws.
+            ablate: re-score parents with each agent dropped and feed the per-agent credit to the edits.
+        """
         super().__init__(**options)
         for option, value in (("population_size", population_size), ("offspring", offspring),
                               ("tournament_k", tournament_k)):

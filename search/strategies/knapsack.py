@@ -345,6 +345,19 @@ class Knapsack(Strategy):
                  inventory: str | None = None, components: list[Any] | None = None,
                  broken_fraction: float = 0.5, kinds: tuple[str, ...] = KINDS,
                  **options: Any) -> None:
+        """Options of knapsack.
+
+        Args:
+            budget: dollars per example the selected components may cost together.
+            probes: examples each component is tried on to measure its value.
+            probe_split: the split probes are drawn from (train keeps them off the validation examples).
+            probe_mode: evaluator (probes are private measurements) or submit (probes become real candidates).
+            rounds: compositions tried, each with another arrival order of the components.
+            inventory: a components.yaml file to draw components from (None: the shipped inventory).
+            components: component objects given directly (the Python API), instead of an inventory file.
+            broken_fraction: share of probes a component may fail on before it is blacklisted.
+            kinds: the kinds of component considered: agent, tool, model.
+        """
         super().__init__(**options)
         if budget < 0:
             raise bad_option("budget", f"must be >= 0 dollars per example, got {budget}")

@@ -36,6 +36,12 @@ class MetaSearch(MetaAgentStrategy):
 
     def __init__(self, genome_kind: Literal["config", "code", "mixed"] = "config", repair_crashes: bool = True,
                  **options: Any) -> None:
+        """Options of meta.
+
+        Args:
+            genome_kind: what the meta-agent writes: config genomes, code genomes (sandboxed Python) or mixed.
+            repair_crashes: give a system that crashed or was refused one repair attempt with its error.
+        """
         super().__init__(**options)
         if genome_kind not in ("config", "code", "mixed"):
             raise bad_option("genome_kind", f"must be config, code or mixed, not {genome_kind!r}")

@@ -17,6 +17,17 @@ class MetaAgentStrategy(Strategy):
     def __init__(self, *, reflect: bool = False, alias: str = "meta", max_repairs: int = 2,
                  temperature: float | None = None, max_tokens: int | None = None, archive_k: int = 4,
                  **options: Any) -> None:
+        """Options of the strategies the meta-agent drives (meta, evolve, swarm).
+
+        Args:
+            reflect: let the meta-agent critique and revise each proposal before it is paid for (ADAS self-reflection).
+            alias: the LM alias the meta-agent calls (``meta``: --meta-lm).
+            max_repairs: times an unparsable meta-agent reply is sent back with its problem before the proposal is
+                dropped.
+            temperature: the meta-agent's sampling temperature (None: the LM's own).
+            max_tokens: longest meta-agent reply (None: the LM's own limit).
+            archive_k: archive members (best and most diverse) shown to the meta-agent in each prompt.
+        """
         super().__init__(**options)
         if max_repairs < 0:
             raise bad_option("max_repairs", f"must be >= 0, got {max_repairs}")

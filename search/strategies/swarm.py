@@ -53,6 +53,15 @@ class SwarmSearch(MetaAgentStrategy):
 
     def __init__(self, particles: int = 4, inertia: float = 0.5, cognitive: float = 1.5, social: float = 1.5,
                  use_seeds: bool = True, **options: Any) -> None:
+        """Options of swarm.
+
+        Args:
+            particles: systems in the swarm (each moves in turn).
+            inertia: pull to keep the direction of a particle's last change.
+            cognitive: pull towards the particle's own best system.
+            social: pull towards the best system of the whole swarm.
+            use_seeds: let the best seeds join as particles (else all particles are invented from scratch).
+        """
         super().__init__(**options)
         if particles < 1:
             raise bad_option("particles", f"must be at least 1, got {particles}")

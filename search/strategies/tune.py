@@ -144,6 +144,24 @@ class Tune(Strategy):
                  temperatures: list[float] | tuple[float, ...] = TEMPERATURES, max_copies: int = 5,
                  max_rounds: int = 3, startup_trials: int = 5, population_size: int = 8, max_asks: int = 25,
                  **options: Any) -> None:
+        """Options of tune.
+
+        Args:
+            genome_id: the genome whose knobs are tuned (None: the best candidate so far).
+            trials: trials this run asks for (None: until the search stops).
+            multi_objective: NSGA-II on quality and dollars per example instead of TPE on the fitness.
+            storage: optuna storage URL of the study (sqlite:///FILE or postgresql://...; --tune-storage).
+            study_name: the study's name (--tune-study); searches given the same storage and name share it.
+            heartbeat_s: seconds between heartbeats of a running trial (a trial silent for 3 x this is taken over).
+            knobs: what is tuned: temperature, copies, rounds, module, aggregation, adapter.
+            modules: the dspy module kinds the module knob may choose (None: all but react).
+            temperatures: the temperatures the temperature knob may choose.
+            max_copies: most copies of an agent the copies knob may choose.
+            max_rounds: most rounds of a cyclic topology the rounds knob may choose.
+            startup_trials: random trials before TPE starts modelling the space.
+            population_size: NSGA-II's population (multi_objective).
+            max_asks: trials asked per step while looking for one not evaluated yet.
+        """
         super().__init__(**options)
         unknown = [k for k in knobs if k not in KNOBS]
         if unknown:

@@ -15,6 +15,8 @@ model: HumanEval 0/8 through ChatAdapter against 4/8 in plain chat, ``bench/resu
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any, Literal
 
 ADAPTERS = ("auto", "chat", "json", "plain")
@@ -35,6 +37,32 @@ def choose_adapter(agent_choice: str | None, lm_choice: str | None, *, local: bo
     return resolve_adapter(lm_choice if agent_choice in (None, "", "auto") else agent_choice, local=local)
 
 
+_SYSTEM_MESSAGES: weakref.WeakKeyDictionary[Any, dict[type, str]] = weakref.WeakKeyDictionary()
+_SYSTEM_LOCK = threading.Lock()
+
+
+def _with_kept_system_message(base: type) -> type:
+    """``base`` (a dspy adapter class) building its system message once per signature. The message is a function
+    of the signature alone (field descriptions, structure, instructions), yet dspy builds it on every call, type
+    adapters and all: a tenth of masforge's time per LM call with 64 calls in flight (bench/concurrency.py)."""
+
+    class Kept(base):  # type: ignore[misc, valid-type]
+        def format_system_message(self, signature: Any) -> str:
+            with _SYSTEM_LOCK:
+                known = _SYSTEM_MESSAGES.get(signature, {}).get(base)
+            if known is None:
+                known = super().format_system_message(signature)
+                with _SYSTEM_LOCK:
+                    _SYSTEM_MESSAGES.setdefault(signature, {})[base] = known
+            return known
+
+    Kept.__name__ = Kept.__qualname__ = base.__name__
+    return Kept
+
+
+_KEPT: dict[str, type] = {}
+
+
 def make_adapter(name: str) -> Any:
     """A dspy adapter instance for a concrete adapter name (see :func:`resolve_adapter`)."""
     import dspy
@@ -43,8 +71,8 @@ def make_adapter(name: str) -> Any:
         from masforge.runtime.standalone.plain_adapter import PlainAdapter
 
         return PlainAdapter()
-    if name == "json":
-        return dspy.JSONAdapter()
-    if name == "chat":
-        return dspy.ChatAdapter()
+    if name in ("json", "chat"):
+        if name not in _KEPT:
+            _KEPT[name] = _with_kept_system_message(dspy.JSONAdapter if name == "json" else dspy.ChatAdapter)
+        return _KEPT[name]()
     raise ValueError(f"adapter '{name}' is not concrete; resolve it first (chat, json or plain)")

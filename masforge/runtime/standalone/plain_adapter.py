@@ -20,21 +20,12 @@ from dspy.signatures.signature import Signature
 from masforge.runtime.standalone.connect import cut_at_stop
 from masforge.runtime.standalone.names import TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
+from masforge.runtime.standalone.reading import _FENCE, _FINAL, split_final_answer
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
 _WORKING = ("reasoning", "rationale", "next_thought", "thought")
-_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n.*?(?:```|\Z)", re.S)
-_FINAL = re.compile(r"^[\s>*#_]*(?:the\s+)?final\s+answer\s*(?:is)?\s*[*_]*\s*[:\-]?[*_]*[ \t]*", re.I | re.M)
 # dspy's (and masforge's) stock sentence for a signature without instructions says nothing to a model.
 _DEFAULT_INSTRUCTIONS = re.compile(r"^\s*Given the fields [^\n]*?, produce the fields [^\n]*?\.(?:\s|$)")
-# A chain-of-thought "final answer" that points back at code written above instead of repeating it.
-_POINTER = re.compile(r"\b(above|previous|preceding|provided|given)\b|\b(code|function|solution|implementation|"
-                      r"program)\b", re.I)
-_DEFINES = re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+", re.M)
-# A small model asked for a marked final answer writes the marker into its code ("Final answer: [1, 5]" as
-# the block's last line, or a block opened only for it): never Python, it breaks the code.
-_MARKER_LINE = re.compile(r"^[ \t]*(?:#+[ \t]*)?[*_]*final\s+answer\b", re.I)
-_FENCE_LINE = re.compile(r"^[ \t]*```([A-Za-z0-9_+-]*)[ \t]*$")
 # A ReAct step (dspy.ReAct's own signature): its tool arguments are asked for and read as plain text.
 _REACT_STEP = ("next_thought", "next_tool_name", "next_tool_args")
 # dspy describes a tool's arguments by their JSON schema and asks for JSON; a small model copies the schema
@@ -281,68 +272,6 @@ def strip_think(text: str) -> str:
     """``text`` without a reasoning model's ``<think>...</think>`` blocks (an unclosed one runs to the end).
     The one place this is done: masforge's meta-agent parsing uses it too."""
     return re.sub(r"<think>.*?(?:</think>|\Z)", "", text, flags=re.S).strip() if "<think>" in text else text
-
-
-def _without_markers_in_code(text: str) -> str:
-    """``text`` with "Final answer" lines taken out of its code blocks, and the blocks that held nothing else
-    (or only opened for the marker, before the real block) left out."""
-    if "```" not in text or not any(_MARKER_LINE.match(ln) for ln in text.splitlines()):
-        return text
-    lines, out, in_code, i = text.split("\n"), [], False, 0
-    while i < len(lines):
-        fence = _FENCE_LINE.match(lines[i])
-        if fence and not in_code:
-            j = i + 1
-            while j < len(lines) and (not lines[j].strip() or _MARKER_LINE.match(lines[j])):
-                j += 1
-            after = _FENCE_LINE.match(lines[j]) if j < len(lines) else None
-            if j > i + 1 and after:  # only markers inside: a stray opening (the next one has a language)
-                i = j if after.group(1) else j + 1  # or an empty block (the next one closes it)
-                continue
-            in_code = True
-        elif fence:
-            in_code = False
-        elif in_code and _MARKER_LINE.match(lines[i]):
-            i += 1
-            continue
-        out.append(lines[i])
-        i += 1
-    return "\n".join(out)
-
-
-def split_final_answer(text: str) -> tuple[str, str]:
-    """(reasoning, answer) from a chain-of-thought reply.
-
-    The answer is what follows the last "Final answer:" marker outside code blocks; without one, the last
-    fenced code block (kept fenced, so a code metric finds it), else the last line with a letter or digit. When the
-    code written in the reasoning is the real answer (the final part points back at it, or shows only an
-    example output in a code block), that code is kept in the answer, last, where code metrics look. A
-    marker written inside a code block is taken out of it."""
-    text = _without_markers_in_code(text)
-    marks = [m for m in _FINAL.finditer(text) if text[: m.start()].count("```") % 2 == 0]
-    if marks:
-        last = marks[-1]
-        answer = text[last.end():].strip()
-        reasoning = text[: last.start()].strip()
-        if answer:
-            code = [b for b in _FENCE.findall(reasoning) if _DEFINES.search(b)]
-            if code and not _DEFINES.search(answer):
-                if _POINTER.search(answer) and "```" not in answer and not re.search(r"\d", answer):
-                    return reasoning, code[-1].strip()  # "Final answer: the function above"
-                if "```" in answer:
-                    return reasoning, f"{answer}\n\n{code[-1].strip()}"  # an example output, then the code
-            return reasoning, answer
-        text = reasoning  # a marker with nothing after it: fall back on what came before
-    blocks = list(_FENCE.finditer(text))
-    if blocks:
-        last_block = blocks[-1]
-        return text[: last_block.start()].strip(), last_block.group(0).strip()
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        return "", ""
-    # The last line that says something: a closing "\]" or ")" after "\[ x = 18" is layout, not the answer.
-    last = next((i for i in range(len(lines) - 1, -1, -1) if re.search(r"\w", lines[i])), len(lines) - 1)
-    return "\n".join(lines[:last]).strip(), lines[last].strip()
 
 
 def _coerce(text: str, annotation: Any) -> Any:

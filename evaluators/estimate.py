@@ -1,0 +1,71 @@
+"""How long an evaluation will take, said before it starts: LM calls (examples x each system's calls per example)
+at the seconds per call measured on this machine (:mod:`masforge.runtime.lm_rates`), over the requests the LM
+serves at once. Answers already in the answer cache cost nothing, so the estimate is an upper bound when some
+are."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from masforge.genome.graph import lm_calls_per_example
+from masforge.genome.schema import Genome
+from masforge.runtime.lm_config import LMConfig
+from masforge.runtime.lm_rates import seconds_per_call
+
+
+def calls_per_example(system: Any) -> float:
+    """LM calls a system (a Genome, or an exported module carrying one as ``.genome``) makes per example."""
+    genome = system if isinstance(system, Genome) else getattr(system, "genome", None)
+    return lm_calls_per_example(genome) if isinstance(genome, Genome) else 1.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """LM calls and the time they take."""
+
+    calls: float
+    per_call_s: float
+    parallel: int
+    measured: bool
+    """Whether the seconds per call were measured on this machine (else a stated guess)."""
+    serial_calls: float = 0.0
+    """Calls made one at a time beside those (a search's meta-agent), at ``serial_s`` each."""
+    serial_s: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.calls * self.per_call_s / max(1, self.parallel) + self.serial_calls * self.serial_s
+
+    def more(self, calls: float = 0.0, serial_calls: float = 0.0, serial_s: float | None = None) -> Estimate:
+        """This estimate with more calls (at its rate), and calls made one at a time at ``serial_s`` each."""
+        return Estimate(self.calls + calls, self.per_call_s, self.parallel, self.measured,
+                        self.serial_calls + serial_calls, self.serial_s if serial_s is None else serial_s)
+
+    def words(self) -> str:
+        """E.g. ``up to about 4 min (24 LM calls at 10.0 s each, 1 at a time; measured on this machine; ...)``."""
+        rate = "measured on this machine" if self.measured else "a guess: nothing measured on this machine yet"
+        at_once = f", {self.parallel} at a time" if self.parallel > 1 else ", 1 at a time"
+        about = "up to about " if self.seconds >= 60 else ""  # cached answers make it less
+        serial = (f" and {self.serial_calls:.0f} meta-agent calls at {self.serial_s:.1f} s"
+                  if self.serial_calls else "")
+        return (f"{about}{duration(self.seconds)} ({self.calls:.0f} LM calls at {self.per_call_s:.1f} s each{at_once}"
+                f"{serial}; {rate}; answers already in the answer cache cost nothing)")
+
+
+def duration(seconds: float) -> str:
+    """``under a minute``, ``7 min``, ``1 h 20 min``."""
+    minutes = round(seconds / 60)
+    if seconds < 60:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def estimate(systems: Sequence[Any], examples: int, lm: LMConfig, concurrency: int) -> Estimate:
+    """Evaluating ``systems`` on ``examples`` examples each with ``lm``, ``concurrency`` examples at once."""
+    per_call, measured = seconds_per_call(lm)
+    calls = sum(calls_per_example(s) for s in systems) * examples
+    return Estimate(calls, per_call, max(1, min(concurrency, lm.max_concurrency)), measured)

@@ -1,0 +1,62 @@
+"""What masforge does per LM call, made cheaper for 64 calls in flight (issue 27, bench/concurrency.py) without
+changing what it does: the same prompts, the same trace records, the same redaction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import dspy
+import pytest
+
+from masforge.runtime.adapters import make_adapter
+from masforge.runtime.trace import AgentCall, LMCall, Trace
+
+
+@pytest.mark.parametrize(("name", "base"), [("chat", dspy.ChatAdapter), ("json", dspy.JSONAdapter)])
+def test_the_system_message_is_built_once_per_signature_and_unchanged(name: str, base: type,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    sig = dspy.ChainOfThought(dspy.Signature("question -> answer", "Solve it.")).predict.signature
+    inputs = {"question": "What is 2 + 2?"}
+    expected = base().format(sig, [], inputs)
+    built: list[Any] = []
+    original = base.format_system_message
+
+    def counted(self: Any, signature: Any) -> str:
+        built.append(signature)
+        return original(self, signature)
+
+    monkeypatch.setattr(base, "format_system_message", counted)
+    adapter = make_adapter(name)
+    assert isinstance(adapter, base)
+    first = adapter.format(sig, [], inputs)
+    again = make_adapter(name).format(sig, [], {"question": "And 3 + 3?"})
+    assert first == expected  # the same request as dspy's own adapter makes
+    assert again[0] == first[0] and again[1]["content"] != first[1]["content"]
+    assert len(built) <= 1  # built once for this signature (or before this test, by another)
+    other = dspy.Signature("question -> answer", "Something else.")
+    assert make_adapter(name).format(other, [], inputs)[0]["content"] != first[0]["content"]
+
+
+def test_the_trace_record_is_what_asdict_gave() -> None:
+    call = AgentCall("solver", "chain_of_thought", 1, 2, {"question": "q"}, {"answer": [1, 2], "reasoning": "r"},
+                     [LMCall("worker", "m", 10, 20, 0.5, 0.25, True, None), LMCall("meta", "n", error="x")], 1.5)
+    trace = Trace([call])
+    expected = {**asdict(call), "tokens": call.tokens, "cost": call.cost}
+    got = trace.to_dict()[0]
+    assert got == expected and list(got) == list(expected)
+    got["outputs"]["answer"] = "changed"  # a copy: the call itself is untouched
+    assert call.outputs["answer"] == [1, 2]
+
+
+def test_no_dspy_history_is_kept_for_masforge_runs() -> None:
+    """masforge traces every call itself; dspy's history would build a timestamped record of each request and
+    answer on every LM call (time per call, and memory over a search)."""
+    from masforge.genome.compile import compile_genome
+    from masforge.runtime.lm import LMClient
+    from masforge.seeds import load_seed
+
+    system = compile_genome(load_seed("cot"), LMClient({"worker": "fake"}, cache=False))
+    result = system(question="What is 2 + 2?")
+    assert result.trace.lm_calls == 1
+    assert system._lms["worker"].history == []  # type: ignore[attr-defined]

@@ -1,0 +1,198 @@
+"""Answers read as the model wrote them (issue 27). Each reading rule is checked on a real reply: the replies
+below are the embedded Qwen2.5-Coder-0.5B model's own answers from the committed answer cache
+(bench/cache/discovery_lm_cache.sqlite.gz; the key each was stored under is given), quoted whole or, where a
+reply is long, from the paragraph its answer is read from. The issue's three lost answers are read correctly
+end to end: a .jsonl task scored by exact match, a reasoning-gym task, and `masforge run cot` on a code request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from masforge.evaluators.example import Example
+from masforge.evaluators.metrics import METRICS, answer_readings, code_pass, extract_code
+from masforge.evaluators.tasks import Task, get_task
+from masforge.genome.compile import compile_genome
+from masforge.runtime.lm import LMClient, LMConfig
+from masforge.runtime.standalone.reading import split_final_answer, unfenced_code
+from masforge.seeds import load_seed
+from masforge.testing import ScriptedResponder
+
+# 293b2920e0ae658b...: the marker said twice, the second time inside a sentence.
+HENCE = """4. Since all conditions are met, the function returns 'Yes'.
+
+Hence, the final answer is: Final answer: Yes"""
+# 12c2512d50a1ac3e...: a label repeated inside the label.
+DOUBLE = """Therefore, the function should return `True` for all other cases.
+
+Final answer: Final answer: True"""
+# d49d26cd7b5382d0...: labels in a numbered list, the last one nesting the marker.
+LISTED = """5. **Final Answer**: Based on the above analysis, the function `is_Sub_Array` returns `False` because \
+`sublst` is not a subsequence of `lst`.
+
+6. **Final Answer**: Final answer: False"""
+# b671db680c3b8a5f...: a sentence that leads into the answer, given below it in display math.
+LEAD_IN = r"""Since the number of animals cannot be negative, we interpret this as the owner having no animals left. \
+Therefore, the final answer is:
+\[
+\boxed{-2}
+\]"""
+# 7fe011342fa0d790...: the answer boxed in inline math, with a full stop.
+BOXED = r"""3. **Final answer:**
+   - The final answer is \(280\).
+
+So, the final answer is \(\boxed{280}\)."""
+# 184985d0f479883b...: the answer stated in a list, then a closing sentence after it.
+IN_A_LIST = """4. **Final Answer**:
+   - The final answer is: "pYTHON"
+
+Therefore, the function `toggle_string` correctly toggles the case of all characters in a string."""
+# e2337941eec8d389...: the function, then a block holding only the marker and an example output.
+CODE_THEN_EXAMPLE = """```python
+def two_unique_nums(nums):
+    # Convert the list to a set to remove duplicates
+    unique_nums = set(nums)
+    # Convert the set back to a list
+    return list(unique_nums)
+```
+
+Final answer:
+```python
+Final answer: [1, 4, 5]
+```"""
+# ffc0672ca04621d3...: a function written without a fence, between format markers.
+UNFENCED = """[[ ## answer ## ]]
+def flip_case(string: str) -> str:
+    \"\"\" For a given string, flip lowercase characters to uppercase and uppercase to lowercase.
+    >>> flip_case('Hello')
+    'hELLO'
+    \"\"\"
+[[ ## completed ## ]]"""
+
+
+def test_a_label_repeated_or_nested_inside_the_label_reads_the_value() -> None:
+    assert split_final_answer(DOUBLE, stated=True)[1] == "True"
+    assert split_final_answer(DOUBLE)[1] == "Final answer: True"  # what a system passes on, as before
+    assert "True" in answer_readings(split_final_answer(DOUBLE)[1])
+    nested = "5 times 10 is 50.\nFinal answer: Therefore, the final answer is: 50"
+    assert split_final_answer(nested, stated=True)[1] == "50"
+    assert split_final_answer("Final answer: **Final answer:** 7", stated=True)[1] == "7"
+
+
+@pytest.mark.parametrize(("reply", "answer", "before"), [
+    (HENCE, "Yes", "Hence, the final answer is: Final answer: Yes"),
+    (LISTED, "False", "6. **Final Answer**: Final answer: False"),
+    (IN_A_LIST, '"pYTHON"', "Therefore, the function `toggle_string` correctly toggles the case of all characters "
+                            "in a string."),
+])
+def test_an_answer_stated_without_a_label_is_found_for_scoring(reply: str, answer: str, before: str) -> None:
+    """A reply with no line-start label and no code still states its answer: in a sentence, in a list. A metric
+    reads it there; the answer a system passes on stays the reply's last line (``before``), so that copies voting
+    on a code task are not outvoted by copies that agree on a short stated answer instead of writing the code."""
+    assert split_final_answer(reply, stated=True)[1] == answer
+    assert split_final_answer(reply)[1] == before
+    assert answer.strip('"') in answer_readings(reply)
+
+
+def test_copies_that_state_a_short_answer_do_not_outvote_the_code() -> None:
+    """The measured case: self_consistency on MBPP, two of five copies answered "False" (in a list, after a
+    sentence) instead of writing the function; the vote must still go to the code."""
+    code = "```python\ndef is_sub_array(a, b):\n    return any(a[i:i + len(b)] == b for i in range(len(a)))\n```"
+    replies = [code.replace("is_sub_array", f"is_sub_array{i}") if i else code for i in range(3)]
+    replies += [LISTED, "Final answer: The final answer is `False`."]  # two copies that agree on False, as written
+    client = LMClient({"worker": LMConfig(model="fake", adapter="plain")}, cache=False,
+                      responder=ScriptedResponder(replies))
+    answer = compile_genome(load_seed("self_consistency"), client)(question="Check for a sub-array.").outputs
+    assert answer["answer"].startswith("```python\ndef is_sub_array")
+
+
+def test_a_lead_in_sentence_takes_the_answer_below_it() -> None:
+    answer = split_final_answer(LEAD_IN, stated=True)[1]
+    assert "\\boxed{-2}" in answer
+    ex = Example("x", {"question": "q"}, "-2", {})
+    assert METRICS["numeric"](ex, {"answer": answer}).value == 1.0
+    assert "-2" in answer_readings(answer)
+
+
+def test_an_answer_is_compared_without_its_layout() -> None:
+    answer = split_final_answer(BOXED)[1]
+    assert answer == r"So, the final answer is \(\boxed{280}\)."
+    assert split_final_answer(BOXED, stated=True)[1] == r"\(\boxed{280}\)."
+    assert answer_readings(answer)[-1] == "280"
+    ex = Example("x", {"question": "q"}, "280", {})
+    assert METRICS["exact_match"](ex, {"answer": answer}).value == 1.0
+    for written in ("**-4**", "$-4$", r"\(-4\)", "-4.", "`-4`", "The result of the calculation is -4.",
+                    "5 - 3 - 6 = -4"):
+        assert "-4" in answer_readings(written), written
+    wrong = METRICS["exact_match"](Example("y", {"question": "q"}, "4", {}), {"answer": "The answer is not 4."})
+    assert wrong.value == 0.0 and wrong.details["error_kind"] == "extra_text"
+    other = METRICS["exact_match"](Example("z", {"question": "q"}, "5", {}), {"answer": "**6**"})
+    assert other.value == 0.0 and other.details["error_kind"] == "mismatch"
+
+
+def test_the_code_is_taken_from_the_block_that_defines_the_function() -> None:
+    code = extract_code(CODE_THEN_EXAMPLE, "two_unique_nums")
+    assert code.startswith("def two_unique_nums(nums):")
+    assert extract_code(CODE_THEN_EXAMPLE).startswith("Final answer")  # without the entry point: the last block
+    tests = "def check(f):\n    assert sorted(f([1, 2, 2, 3])) == [1, 2, 3]\n"
+    assert code_pass(CODE_THEN_EXAMPLE, tests, entry_point="two_unique_nums").value == 1.0
+
+
+def test_code_written_without_a_fence_is_found_in_the_prose() -> None:
+    code = unfenced_code(UNFENCED)
+    assert code is not None and code.startswith("def flip_case(string: str) -> str:")
+    assert "[[ ##" not in code
+    assert extract_code(UNFENCED) == code
+    program = "Here it is:\ndef add(a, b):\n    return a + b\n\nprint(add(1, 2))\nThis prints 3."
+    assert extract_code(program) == "def add(a, b):\n    return a + b\n\nprint(add(1, 2))"
+    assert extract_code("def f():\n    return 1\n") == "def f():\n    return 1"  # a whole program stays whole
+
+
+# -- the issue's three lost answers, end to end --------------------------------------------------------
+
+
+def _client(reply: str) -> LMClient:
+    return LMClient({"worker": LMConfig(model="fake", adapter="plain")}, cache=False,
+                    responder=ScriptedResponder([reply] * 8))
+
+
+def test_a_jsonl_answer_repeated_after_the_marker_is_read(tmp_path: Path) -> None:
+    data = tmp_path / "my12lines.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {i} * 10?", "answer": str(10 * i)}) + "\n"
+                            for i in range(12)))
+    task = Task.from_jsonl(data)
+    example = next(e for split in ("train", "validation", "test") for e in task.split(split) if e.target == "50")
+    system = compile_genome(load_seed("cot"), _client("5 times 10 is 50.\nTherefore, the final answer is: "
+                                                      "Final answer: 50"))
+    outputs = system(question=example.inputs["question"]).outputs
+    assert outputs["answer"] == "Therefore, the final answer is: Final answer: 50"  # the system passes it on as is
+    assert task.score(example, outputs).value == 1.0  # and it is scored as the answer it states
+    assert task.score(example, {"answer": "Therefore, the final answer is: Final answer: 50"}).value == 1.0
+
+
+@pytest.mark.parametrize("reply", [
+    "Adding the terms step by step gives {g}.\nFinal answer: **{g}**",
+    "First the left part, then the rest: {g}.\nFinal answer: {g}.",
+    "So, the final answer is \\(\\boxed{{{g}}}\\).",
+    "Step by step, the terms add up to {g}.\nFinal answer: The result of the calculation is {g}.",
+])
+def test_a_reasoning_gym_answer_is_scored_as_written(reply: str) -> None:
+    task = get_task("rg:basic_arithmetic")
+    example = task.split("validation", limit=1)[0]
+    system = compile_genome(load_seed("cot"), _client(reply.format(g=example.target)))
+    outputs = system(question=example.inputs["question"]).outputs
+    assert task.score(example, outputs).value == 1.0, outputs
+
+
+def test_run_cot_keeps_the_code_when_its_final_answer_only_leads_into_it() -> None:
+    reply = ("To reverse a string in Python, slice it with a step of -1.\n\n```python\ndef reverse_string(s):\n"
+             "    return s[::-1]\n```\n\nFinal answer: The final answer to the task of reversing a string in Python "
+             "is:")
+    system = compile_genome(load_seed("cot"), _client(reply))
+    answer = system(question="Write a Python function that reverses a string").outputs["answer"]
+    assert answer == "```python\ndef reverse_string(s):\n    return s[::-1]\n```"
+    unfenced = ("def reverse_string(s):\n    return s[::-1]\n\nThis slices the string backwards.\n\n"
+                "The final answer to the task of reversing a string in Python is:")
+    assert split_final_answer(unfenced)[1] == "```python\ndef reverse_string(s):\n    return s[::-1]\n```"
