@@ -225,7 +225,10 @@ def test_coevolve_falls_back_to_instruction_edits_and_edits_topology():
     task = _task("yes", "fallback")
     ctx = _ctx(task, responder, max_candidates=20)
     ctx.submit(load_seed("cot"))
-    strategy = get_strategy("coevolve", slow_every=2, surrogate=True)
+    # the LM-topology edits only: this test is about the instruction fallback (the execution edits have their own)
+    edits = ["add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds", "change_aggregation",
+             "change_module", "change_copies"]
+    strategy = get_strategy("coevolve", slow_every=2, surrogate=True, topology_edits=edits)
     strategy.run(ctx)
     assert strategy.stats["meta_unusable"] >= 1 and strategy.stats["fallbacks"] >= 1
     assert strategy.stats["topology"] >= 1

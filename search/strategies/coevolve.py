@@ -41,6 +41,7 @@ from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.standalone.plain_adapter import strip_think
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.operators.execution import EXECUTION_EDITS
 from masforge.search.operators.prompting import genome_brief
 from masforge.search.operators.structural import EDITS, mutate_with
 from masforge.search.population import Candidate
@@ -49,9 +50,11 @@ from masforge.search.strategies.base import Strategy, bad_option, register
 from masforge.seeds import load_seed
 
 TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
-                  "change_aggregation", "change_module", "change_copies")
+                  "change_aggregation", "change_module", "change_copies", *EXECUTION_EDITS)
 """The slow loop's structural edits by default (the fast loop rewrites instructions); the module kind and the copies
-belong here too: a program-of-thought solver or a vote changes how a system works, not what it is told."""
+belong here too: a program-of-thought solver or a vote changes how a system works, not what it is told. So do the
+execution edits (a test gate, a repair loop, escalation, a test writer): on code tasks they are the edits that help
+small models most, and credit assignment stops drawing them where they do not help."""
 _TAGGED = re.compile(r"<instructions>\s*(.*?)\s*</instructions>", re.S | re.I)
 
 
