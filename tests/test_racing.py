@@ -118,3 +118,25 @@ def test_the_incumbent_changes_only_on_a_whole_set_paired_win():
     better = _cand("better", {"a": 1.0, "b": 1.0, "c": 0.0})
     ctx._consider(better)
     assert ctx.incumbent is better
+
+
+def test_the_search_command_races_unless_told_not_to(monkeypatch: pytest.MonkeyPatch):
+    from typer.testing import CliRunner
+
+    from masforge.cli.commands import app
+    from masforge.search import engine
+
+    seen: list[RunConfig] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(cfg: RunConfig, **_: object) -> None:
+        seen.append(cfg)
+        raise Stop
+
+    monkeypatch.setattr(engine, "check_run", lambda cfg: None)
+    monkeypatch.setattr(engine, "run_search", fake_run)
+    for flags, race in (([], True), (["--no-race"], False)):
+        CliRunner().invoke(app, ["search", "--task", "rg:basic_arithmetic", "--lm", "fake", *flags])
+        assert seen[-1].race is race and seen[-1].split == "validation+train"

@@ -32,7 +32,14 @@ from masforge.cli.console import (
 from masforge.errors import ConfigError, GenomeError, MasforgeError
 from masforge.files import write_text_file
 from masforge.redact import install_log_redaction, redact_data
-from masforge.search.config import DEFAULT_LIMIT, DEFAULT_MAX_CANDIDATES, DEFAULT_SEEDS, MAX_TEST_LIMIT, MAX_TEST_TOP_K
+from masforge.search.config import (
+    DEFAULT_LIMIT,
+    DEFAULT_MAX_CANDIDATES,
+    DEFAULT_SEEDS,
+    DEFAULT_SPLIT,
+    MAX_TEST_LIMIT,
+    MAX_TEST_TOP_K,
+)
 from masforge.seeds import resolve_genome
 from masforge.text import distinct_names, shorten
 
@@ -453,6 +460,7 @@ SEARCH_FLAGS = {
     "budget.max_dollars": "--budget-usd", "budget.max_calls": "--max-calls", "budget.max_seconds": "--max-minutes",
     "budget.max_tokens": "--max-tokens", "budget.patience": "--patience", "split": "--split",
     "data_dir": "--data-dir", "cost_weight": "--cost-weight", "cache": "--no-cache", "task_options": "--task-option",
+    "race": "--no-race",
 }
 
 
@@ -481,7 +489,8 @@ def search(
     patience: Annotated[int | None, typer.Option("--patience", min=1, help="Stop after this many candidates "
                                                  "without a new best.")] = None,
     limit: Annotated[int | None, typer.Option(
-        min=1, help="Validation examples each candidate is scored on.", show_default=str(DEFAULT_LIMIT))] = None,
+        min=1, help="Selection examples each candidate is scored on, at most (a raced candidate that is clearly "
+        "worse than the incumbent stops earlier).", show_default=str(DEFAULT_LIMIT))] = None,
     test_limit: Annotated[int | None, typer.Option(
         "--test-limit", min=1, help="Held-out test examples per finalist.",
         show_default=f"3 x --limit, at most {MAX_TEST_LIMIT}")] = None,
@@ -511,9 +520,11 @@ def search(
                                                       show_default="<run folder>/optuna.sqlite3")] = None,
     tune_study: Annotated[str | None, typer.Option("--tune-study", help="Name of the tune study.",
                                                     show_default="tune-<task>")] = None,
-    split: Annotated[str | None, typer.Option(help="The split candidates are scored on (train or validation; the "
-                                              "held-out test split is kept for the finalists).",
-                                              show_default="validation")] = None,
+    split: Annotated[str | None, typer.Option(help="The selection set candidates are scored on: train, validation "
+                                              "or both joined with + (the held-out test split is kept for the "
+                                              "finalists).", show_default=DEFAULT_SPLIT)] = None,
+    no_race: Annotated[bool, typer.Option("--no-race", help="Score every candidate on every selection example "
+                                          "instead of racing it against the incumbent in batches.")] = False,
     data_dir: DataDirOption = None,
     task_option: TaskOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Reuse no LM answer cached by other runs (this run "
@@ -542,7 +553,7 @@ def search(
                  "concurrency": concurrency, "output": output, "seed": seed, "archive": archive,
                  "executor": executor, "ray_address": ray_address, "ray_workers": ray_workers, "split": split,
                  "data_dir": str(data_dir) if data_dir is not None else None, "cost_weight": cost_weight,
-                 "cache": False if no_cache else None}
+                 "cache": False if no_cache else None, "race": False if no_race else None}
         data.update({k: v for k, v in flags.items() if v is not None})
         tune = {k: v for k, v in (("storage", tune_storage), ("study_name", tune_study)) if v is not None}
         if tune:
