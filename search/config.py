@@ -126,8 +126,9 @@ class RunConfig(BaseModel):
             raise ValueError(str(exc)) from None
         shared = [s for s in search if s in held_out]
         if shared:
-            raise ValueError(f"the search split '{self.split}' includes the held-out split '{shared[0]}': a system "
-                             f"selected on the data it is tested on says nothing; search on e.g. {DEFAULT_SPLIT}")
+            raise ValueError(f"the search split '{self.split}' (--split) includes the held-out split '{shared[0]}': "
+                             f"a system selected on the data it is tested on says nothing; search on e.g. "
+                             f"{DEFAULT_SPLIT}")
         return self
 
     @field_validator("strategy", mode="before")

@@ -434,7 +434,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
              "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
              "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
-             "validation_examples": plan.examples, "test_examples": plan.test_examples}
+             "selection_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if own_executor:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from masforge.evaluators.compare import MIN_VERDICT_EXAMPLES
 from masforge.evaluators.estimate import Estimate, calls_per_example, estimate
+from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.runtime.budget import Budget
@@ -43,8 +44,8 @@ class SearchPlan:
 def make_plan(cfg: RunConfig, task: Task, seeds: Sequence[Genome]) -> SearchPlan:
     """The counts of ``cfg`` on ``task`` (its split sizes read now)."""
     sizes = task.sizes()
-    split_size = sizes.get(cfg.split, 0)
-    test_size = sizes.get(cfg.test_split, 0)
+    split_size = sum(sizes.get(part, 0) for part in split_parts(cfg.split))  # a union: validation+train
+    test_size = sum(sizes.get(part, 0) for part in split_parts(cfg.test_split))
     examples = split_size if cfg.limit is None else min(cfg.limit, split_size)
     test = 0 if not cfg.test_top_k else test_size if cfg.test_limit is None else min(cfg.test_limit, test_size)
     return SearchPlan(examples=examples, split_size=split_size, test_examples=test, test_size=test_size,
@@ -52,7 +53,14 @@ def make_plan(cfg: RunConfig, task: Task, seeds: Sequence[Genome]) -> SearchPlan
 
 
 def _capped(flag: str, asked: int | None, got: int, where: str) -> str:
-    return f" ({flag} {asked} capped: {where} holds {got})" if asked is not None and asked > got else ""
+    verb = "hold" if where.endswith(" splits") else "holds"
+    return f" ({flag} {asked} capped: {where} {verb} {got})" if asked is not None and asked > got else ""
+
+
+def _split_words(split: str) -> str:
+    """``the validation split`` or, for a union, ``the validation and train splits``."""
+    parts = split_parts(split)
+    return f"the {split} split" if len(parts) == 1 else f"the {' and '.join(parts)} splits"
 
 
 def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budget,
@@ -62,7 +70,7 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
     if task.split_note:
         lines.append(task.split_note)
     lines.append(f"each candidate is scored on {plan.examples} {cfg.split} examples of {task.name}"
-                 + _capped("--limit", cfg.limit, plan.split_size, f"the {cfg.split} split"))
+                 + _capped("--limit", cfg.limit, plan.split_size, _split_words(cfg.split)))
     b = cfg.budget
     text = f"budget: {b.describe()}"
     held = (f"{plan.test_examples} held-out examples each"

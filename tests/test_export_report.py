@@ -767,7 +767,7 @@ def test_report_from_a_real_run(small_run: Any, tmp_path: Path) -> None:
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
     # the best-score card shows its confidence interval (and the held-out card its own, with the sample size)
     cards = page.split('<div class="cards">', 1)[1].split("</header>", 1)[0]
-    best_card = cards.split("best validation score", 1)[1].split('<div class="card">', 1)[0]
+    best_card = cards.split("best selection score", 1)[1].split('<div class="card">', 1)[0]
     lo, hi = data.best["ci"]
     assert f"95% CI [{lo:.2f}, {hi:.2f}]" in best_card
     test_card = cards.split("its held-out test score", 1)[1].split('<div class="card">', 1)[0]

@@ -239,16 +239,18 @@ def test_a_small_jsonl_search_says_its_real_counts_and_gives_no_verdict(tmp_path
     assert code == 0, out
     shown = _flat(out)
     assert "my12lines.jsonl: 12 lines, shuffled (seed 0) and split into 8 train / 2 validation / 2 test" in shown
-    assert "each candidate is scored on 2 validation examples of my12lines (--limit 100000 capped" in shown
+    # the selection set is validation and train together (8 + 2 lines), never the test lines
+    assert ("each candidate is scored on 10 validation+train examples of my12lines (--limit 100000 capped: the "
+            "validation and train splits hold 10)") in shown
     assert "re-scored on 2 held-out examples each (--test-limit 50 capped: the test split holds 2)" in shown
     assert "2 held-out examples cannot tell the found system from the seeds" in shown
     assert "time: under a minute" in shown
     assert "held-out test, the same 2 examples for both" in shown
     assert "(paired 95% CI): too few examples to tell (2;" in shown and "better than the seeds" not in shown
-    assert "validation (2 examples)" in shown and "100000" not in shown.split("held-out test, the same")[1]
+    assert "validation+train (10 examples)" in shown and "100000" not in shown.split("held-out test, the same")[1]
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
     assert summary["verdict"]["n"] == 2 and summary["verdict"]["outcome"] == "too_few"
-    assert summary["stats"]["validation_examples"] == 2 and summary["stats"]["test_examples"] == 2
+    assert summary["stats"]["selection_examples"] == 10 and summary["stats"]["test_examples"] == 2
 
 
 def test_the_split_of_a_jsonl_file_can_be_chosen(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_the_first_cards_compare_found_and_seed_on_held_out_data(run: Any) -> No
     assert "found - seed" in cards[2] and f"{verdict.diff:+.3f}" in cards[2]
     assert f"paired 95% CI [{verdict.ci_low:+.3f}, {verdict.ci_high:+.3f}]" in cards[2]
     assert verdict.versus_seeds() in cards[3] and "verdict on 40 held-out examples" in cards[3]
-    assert "best validation score" in cards[4]
+    assert "best selection score" in cards[4]
 
 
 def test_a_run_without_paired_scores_says_there_is_no_verdict(run: Any, tmp_path: Path) -> None:

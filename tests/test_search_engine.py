@@ -284,7 +284,7 @@ def test_search_cli_prints_tables(tmp_path: Path) -> None:
     flat = " ".join(res.output.split())
     assert "held-out test, the same 3 examples for both: best found" in flat and "vs best seed" in flat
     assert "(paired 95% CI): too few examples to tell (3;" in flat  # 3 examples support no verdict
-    assert "validation (4 examples)" in flat
+    assert "validation+train (4 examples)" in flat
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -713,7 +713,7 @@ def print_search_result(result: object) -> None:
             f"because the provider or the sandbox failed ({shorten(outage['error'], 160)}); they are evaluated "
             "again on --resume"))
     found, seed = r.versus_seeds()  # type: ignore[attr-defined]
-    n_val = r.stats.get("validation_examples") or r.config.limit  # type: ignore[attr-defined]
+    n_val = r.stats.get("selection_examples") or r.config.limit  # type: ignore[attr-defined]
     verdict = r.verdict  # type: ignore[attr-defined]
     if found is not None and seed is not None and verdict is not None:
         colour = {"better": "green", "worse": "red"}.get(verdict.outcome, "yellow")

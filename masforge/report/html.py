@@ -207,8 +207,8 @@ def render_html(data: ReportData) -> str:
     lm_text = lm.get("model", lm) if isinstance(lm, dict) else (lm or "local")
     cards = [
         *_verdict_cards(data.verdict),
-        _card(f"{best['score']:.3f}" if best else "-", "best validation score",
-              _ci_text(best, data.stats.get("validation_examples") or data.config.get("limit"))),
+        _card(f"{best['score']:.3f}" if best else "-", "best selection score",
+              _ci_text(best, data.stats.get("selection_examples") or data.config.get("limit"))),
         _card(f"{best_test:.3f}" if best_test is not None else "-", "its held-out test score",
               _ci_text(data.best_test_row, (data.best_test_row or {}).get("n"))),
         _card(f"{data.median:.3f}" if data.median is not None else "-", "median validation score"),
