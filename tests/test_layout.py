@@ -14,16 +14,17 @@ PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
 
 # Which layers each layer may import (besides itself and the leaf modules below); DESIGN.md's one-way flow.
 ALLOWED = {
-    "runtime": set(),
-    "genome": {"runtime"},
-    "evaluators": {"genome", "runtime"},
+    "genome": set(),  # the ground floor: what a system IS needs nothing that runs one
+    "runtime": {"genome"},
+    "execution": {"genome", "runtime"},
+    "evaluators": {"execution", "genome", "runtime"},
     "archive": {"genome"},
     "seeds": {"genome", "runtime"},
     "search": {"archive", "evaluators", "genome", "runtime", "seeds"},
-    "export": {"archive", "genome", "runtime", "seeds"},
+    "export": {"archive", "execution", "genome", "runtime", "seeds"},
     "report": {"archive", "genome"},
     # test doubles drive the layers they test (the kill-and-resume harness reads back the archive it checks)
-    "testing": {"archive", "evaluators", "genome", "runtime"},
+    "testing": {"archive", "evaluators", "execution", "genome", "runtime"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
@@ -107,6 +108,16 @@ def test_no_import_cycles() -> None:
 def test_dependencies_point_one_way() -> None:
     wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items() for t in targets
                    if _layer(m) in ALLOWED and _layer(t) not in ALLOWED[_layer(m)] | {_layer(m), *LEAVES})
+    assert wrong == []
+
+
+def test_the_genome_imports_nothing_that_runs_it() -> None:
+    """The genome is the ground floor: its modules, lazy imports included, reach no runtime, execution, sandbox,
+    LM client or local model (any masforge module outside genome/ but a leaf is refused)."""
+    allowed = ("masforge.genome", *(f"masforge.{leaf}" for leaf in LEAVES))
+    wrong = sorted(f"{m} -> {t}" for m, p in MODULES.items() if _layer(m) == "genome"
+                   for t in _imports(p) if t.split(".")[0] == "masforge" and t != "masforge"
+                   and not any(t == a or t.startswith(a + ".") for a in allowed))
     assert wrong == []
 
 
