@@ -4,13 +4,13 @@ path, every package is installed, and no product code knows about folders beside
 from __future__ import annotations
 
 import ast
+import runpy
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
-PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
 
 # Which layers each layer may import (besides itself and the leaf modules below); DESIGN.md's one-way flow.
 ALLOWED = {
@@ -135,15 +135,39 @@ def test_production_code_never_imports_the_test_doubles() -> None:
     assert users == []
 
 
+def _installed_packages(root: Path = ROOT) -> list[str]:
+    """The packages a wheel holds: what setup.py finds (pyproject names no list by hand)."""
+    return runpy.run_path(str(ROOT / "setup.py"), run_name="masforge_setup")["masforge_packages"](root)
+
+
 def test_every_package_is_installed() -> None:
-    """Code packages and data folders (templates, inventory) are all listed, so a wheel holds them and
-    setuptools does not warn about data folders it was not told about."""
+    """Code packages and data folders (templates, inventory) are all found, so a wheel holds them and
+    setuptools does not warn about data folders it was not told about; package data names found packages."""
+    assert "packages" not in PYPROJECT["tool"]["setuptools"], "packages are found by setup.py; drop the list"
     packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
     for pkg in list(packages):
         folder = MODULES[pkg].parent
         packages |= {f"{pkg}.{sub.name}" for sub in folder.iterdir()
                      if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__"}
-    assert sorted(packages - set(PACKAGES)) == []
+    installed = set(_installed_packages())
+    assert sorted(packages - installed) == []
+    assert sorted(set(PYPROJECT["tool"]["setuptools"]["package-data"]) - installed) == []
+
+
+def test_a_new_sub_package_is_found_without_listing_it(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    for folder in PACKAGE_DIR.values():
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("", encoding="utf-8")
+    for new in ("search/samplers", "masforge/lm/clients", "seeds/extra"):  # the last one is a data folder
+        (tmp_path / new).mkdir(parents=True)
+    (tmp_path / "search/samplers/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/lm/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/lm/clients/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/__pycache__").mkdir()
+    found = _installed_packages(tmp_path)
+    assert {"masforge.search.samplers", "masforge.lm", "masforge.lm.clients", "masforge.seeds.extra"} <= set(found)
+    assert not any("__pycache__" in p for p in found)
 
 
 def test_no_product_code_knows_the_folders_beside_the_checkout() -> None:
