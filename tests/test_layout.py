@@ -175,3 +175,32 @@ def test_no_product_code_knows_the_folders_beside_the_checkout() -> None:
     offenders = sorted(str(p.relative_to(ROOT)) for p in MODULES.values()
                        if any(s in p.read_text(encoding="utf-8") for s in ("../shared", '"shared"', "'shared'")))
     assert offenders == []
+
+
+def _code_strings(path: Path) -> list[str]:
+    """The string constants of a module's code (docstrings left out: they may explain where the cache is)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
+
+
+def test_one_module_owns_the_cache_root() -> None:
+    """``masforge.cache_root`` alone knows where the cache folder is (``$MASFORGE_CACHE``, ``~/.cache``)."""
+    owners = sorted(m for m, p in MODULES.items() if m != "masforge.cache_root"
+                    and any(s == ".cache" or "MASFORGE_CACHE" in s or "/.cache" in s for s in _code_strings(p)))
+    assert owners == []
+
+
+def test_everything_cached_lives_under_the_one_root(tmp_path: Path, monkeypatch) -> None:
+    from masforge.cache_root import CACHE_ENV, cache_root
+    from masforge.evaluators.datasets import cache_data_dir
+    from masforge.runtime import llama_server, lm_cache, lm_rates, local_model
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
+    monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)
+    root = tmp_path / "c"
+    assert cache_root() == root
+    for path in (cache_data_dir(), lm_cache.default_cache_path(), lm_rates._path(), local_model._root(None),
+                 llama_server.built_path("0.0.0")):
+        assert path is not None and path.is_relative_to(root), path
