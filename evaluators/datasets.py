@@ -40,12 +40,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from masforge.cache_root import cache_root
 from masforge.errors import DataError, TaskError
 from masforge.input_limits import check_bytes, current_limits, load_json
 from masforge.text import shorten
 
 ENV_DATA_DIR = "MASFORGE_DATA_DIR"
-ENV_CACHE = "MASFORGE_CACHE"
 ENV_OFFLINE = "MASFORGE_OFFLINE"
 
 MGSM_LANGUAGES = ("bn", "de", "en", "es", "fr", "ja", "ru", "sw", "te", "th", "zh")
@@ -119,9 +119,8 @@ class Record:
 
 
 def cache_data_dir() -> Path:
-    """The download cache: `<MASFORGE_CACHE or ~/.cache/masforge>/data`."""
-    root = os.environ.get(ENV_CACHE) or str(Path.home() / ".cache" / "masforge")
-    return Path(root).expanduser() / "data"
+    """The download cache: ``data`` in masforge's cache folder (:func:`masforge.cache_root.cache_root`)."""
+    return cache_root() / "data"
 
 
 def _explicit_dir(data_dir: str | Path | None) -> Path | None:

@@ -15,7 +15,7 @@ from typing import Any
 from masforge.errors import BudgetExceeded, GenomeError, LMError, SandboxError
 from masforge.evaluators.example import Example
 from masforge.evaluators.tasks import Task
-from masforge.genome.result import SystemRunError
+from masforge.execution.result import SystemRunError
 from masforge.redact import redact, redact_data
 from masforge.runtime.trace import Incidents, Trace, watching_incidents
 

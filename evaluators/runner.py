@@ -31,7 +31,7 @@ from masforge.evaluators.one_example import ExampleResult, classify, failed_exam
 from masforge.evaluators.racing import Look, Race
 from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.genome.schema import Genome
 from masforge.runtime import lm_rates
 from masforge.runtime.lm import LMClient

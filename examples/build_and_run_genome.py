@@ -9,7 +9,7 @@ import argparse
 
 import masforge
 from masforge import Agent, Genome, LMClient, Topology
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 
 
 @masforge.register_tool("word_count", "Counts the words in a text.")

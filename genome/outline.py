@@ -8,9 +8,9 @@ the child.
 from __future__ import annotations
 
 from masforge.genome.graph import answers_at_output, output_agents, predecessors
+from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature
-from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD
 
 
 def _agent_text(agent: Agent) -> str:

@@ -18,9 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from masforge.genome.hashing import genome_hash
+from masforge.genome.names import EXECUTE_MODULE, AdapterName
 from masforge.input_limits import check_tree, current_limits, env_name
-from masforge.runtime.adapters import AdapterName
-from masforge.runtime.standalone.names import EXECUTE_MODULE
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_NODES = ("input", "output")

@@ -14,16 +14,17 @@ from collections.abc import Iterable
 from masforge.errors import GenomeError
 from masforge.genome.cycles import is_cyclic, strongly_connected
 from masforge.genome.graph import Wiring, agent_edges
-from masforge.genome.schema import RESERVED_NODES, Agent, Genome
-from masforge.genome.signature import Signature, parse_signature
-from masforge.redact import contains_secret
-from masforge.runtime.standalone.names import (
+from masforge.genome.names import (
     EXECUTE_MODULE,
     JUDGE_INPUT,
     MESSAGES_INPUT,
     REPORT_FIELD,
     VERDICT_FIELD,
 )
+from masforge.genome.schema import RESERVED_NODES, Agent, Genome
+from masforge.genome.signature import Signature, parse_signature
+from masforge.genome.tools import tool_names
+from masforge.redact import contains_secret
 
 
 def available_inputs(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> list[str]:
@@ -168,8 +169,6 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:
-        from masforge.runtime.tools import tool_names
-
         known_tools = tool_names()
     tools = set(known_tools)
     out: list[str] = []

@@ -29,7 +29,7 @@ _LAZY = {
     "load_genome": ("masforge.genome.io", "load_genome"),
     "save_genome": ("masforge.genome.io", "save_genome"),
     "validate": ("masforge.genome.validate", "validate"),
-    "compile_genome": ("masforge.genome.compile", "compile_genome"),
+    "compile_genome": ("masforge.execution.compile", "compile_genome"),
     "Task": ("masforge.evaluators.tasks", "Task"),
     "get_task": ("masforge.evaluators.tasks", "get_task"),
     "register_task": ("masforge.evaluators.tasks", "register_task"),

@@ -46,6 +46,7 @@ from masforge.search.plan import make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
 from masforge.search.strategies import Strategy, get_strategy
+from masforge.search.strategies.tune import STUDY_FILE
 
 
 @dataclass
@@ -330,8 +331,9 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             ledger.calls, ledger.dollars = int(spent.get("llm_calls", 0)), float(spent.get("dollars", 0.0))
             ledger.prompt_tokens = int(spent.get("prompt_tokens", 0))
             ledger.completion_tokens = int(spent.get("completion_tokens", 0))
-        # The replay rebuilds the tune strategy's study from the archive; a stale one would add trials twice.
-        (run_dir / "optuna.sqlite3").unlink(missing_ok=True)
+        # The replay rebuilds the tune strategy's study trial by trial; the stopped run's study, continued, would
+        # seed the sampler with its trial count and lead the replay off the stopped run's path.
+        (run_dir / STUDY_FILE).unlink(missing_ok=True)
     cache = True if cfg.cache else LMCache(run_dir / "lm_cache.sqlite")  # --no-cache: answers of this run only
     client = LMClient(lms, ledger=ledger, seed=cfg.seed, cache=cache)
     own_executor = executor is None

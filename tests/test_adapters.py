@@ -8,7 +8,7 @@ import pytest
 
 from masforge.errors import ConfigError
 from masforge.evaluators.metrics import extract_code
-from masforge.genome.compile import agent_adapter, compile_genome
+from masforge.execution.compile import agent_adapter, compile_genome
 from masforge.genome.schema import Agent, Genome
 from masforge.runtime.adapters import make_adapter, resolve_adapter
 from masforge.runtime.lm import LMClient, LMConfig, parse_lm

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from masforge.errors import GenomeError
+from masforge.execution.compile import compile_genome, system_spec
 from masforge.export.writer import export_genome
-from masforge.genome.compile import compile_genome, system_spec
 from masforge.genome.diff import format_diff
 from masforge.genome.io import parse_genome_text
 from masforge.genome.outline import outline

@@ -12,7 +12,7 @@ import pytest
 from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
-from masforge.genome.compile import system_spec
+from masforge.execution.compile import system_spec
 from masforge.genome.schema import Genome
 from masforge.genome.validate import agent_signature, problems
 from masforge.report.charts import lineage_svg

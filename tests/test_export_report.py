@@ -30,6 +30,7 @@ import pytest
 from typer.testing import CliRunner
 
 from masforge.cli import app
+from masforge.execution.compile import compile_genome
 from masforge.export import (
     CODE_WARNING,
     export_genome,
@@ -38,7 +39,6 @@ from masforge.export import (
     read_marker,
     resolve_genome,
 )
-from masforge.genome.compile import compile_genome
 from masforge.genome.io import load_genome, parse_genome_text
 from masforge.runtime.fake_lm import fake_reply
 from masforge.runtime.lm import LMClient
@@ -706,8 +706,8 @@ def test_exported_runtime_is_masforges_own_source() -> None:
     library, dspy and litellm are imported by them."""
     import inspect
 
+    from masforge.execution.compile import compile_genome as compile_
     from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, inline
-    from masforge.genome.compile import compile_genome as compile_
     from masforge.runtime.standalone import code_system, command_line, connect, plain_adapter, system
 
     text = export_genome(load_genome(ROOT / "seeds" / "react_calculator.yaml"), "python", "r.py")

@@ -359,7 +359,7 @@ def test_an_unreachable_server_stops_a_search_at_once(tmp_path: Path) -> None:
 
 
 def test_dollar_budget_holds_for_a_code_genome_sending_a_huge_prompt() -> None:
-    from masforge.genome.code import CodeSystem
+    from masforge.execution.code import CodeSystem
     from masforge.genome.schema import Genome
     from masforge.runtime.sandbox import SandboxLimits
 

@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 from masforge.cli import app
 from masforge.errors import MasforgeError
 from masforge.evaluators.tasks import Task
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Genome
 from masforge.genome.validate import problems

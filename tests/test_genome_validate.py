@@ -226,6 +226,38 @@ def test_known_tools_can_be_given():
     assert "unknown tool 'search'" in problems(genome)[0]
 
 
+def test_validation_knows_the_builtin_tools_without_the_runtime():
+    """The genome names the built-in tools itself (it imports no runtime), and they are the runtime's own."""
+    code = ("import sys\n"
+            "from masforge.genome import Genome, problems\n"
+            "g = Genome.model_validate({'name': 'g', 'agents': [{'id': 'a', 'module': 'react',"
+            " 'tools': ['calculator', 'python']}], 'topology': {'edges': ['input -> a', 'a -> output']}})\n"
+            "assert problems(g) == [], problems(g)\n"
+            "assert 'masforge.runtime.tools' not in sys.modules\n")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from masforge.genome.tools import BUILTIN_TOOLS
+    from masforge.runtime import tools as runtime_tools
+
+    builtins = {n for n, t in runtime_tools._REGISTRY.items() if t.fn.__module__ == runtime_tools.__name__}
+    assert builtins == set(BUILTIN_TOOLS)
+
+
+def test_a_tool_registered_in_the_runtime_is_known_to_validation(monkeypatch: pytest.MonkeyPatch):
+    from masforge.genome import tools as genome_tools
+    from masforge.runtime import tools as runtime_tools
+
+    monkeypatch.setattr(runtime_tools, "_REGISTRY", dict(runtime_tools._REGISTRY))
+    monkeypatch.setattr(genome_tools, "_NAMES", set(genome_tools._NAMES))
+    genome = Genome.model_validate(variant(agents=[agent("solver", module="react", tools=["lookup"]), agent("critic")]))
+    assert "unknown tool 'lookup'" in problems(genome)[0]
+    runtime_tools.register_tool("lookup", "Looks a word up.")(lambda arg: arg)
+    assert problems(genome) == []
+
+
 def test_more_problems_than_one_are_counted_for_shape_errors():
     with pytest.raises(GenomeError, match=r"\(and 1 more problem\)$"):
         parse_genome_text(json.dumps(variant(agents=[agent("solver", copies=0, temperature=9), agent("critic")])),

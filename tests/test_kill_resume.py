@@ -89,3 +89,34 @@ def test_single_kills_resume_to_the_same_scores(tmp_path: Path) -> None:
     report = kill_trials(tmp_path / "trials", trials=3, seed=7, strategy="evolve", candidates=6)
     assert report.trials == 3 and not report.failures, report.failures
     assert report.matched == 3, report.mismatches  # candidates, validation and held-out scores, each trial
+
+
+def test_a_resumed_tune_run_rebuilds_its_study_to_the_uninterrupted_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resume replays the run from its start, so the tune study in the run folder is rebuilt, not continued:
+    continued, its trial count would seed the sampler and the replay would leave the path at candidate 2."""
+    import optuna
+
+    from masforge.search.strategies.tune import STUDY_FILE
+
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+
+    def cfg(name: str, n: int) -> RunConfig:
+        return RunConfig.from_data({"task": "rg:basic_arithmetic", "strategy": ["tune"], "lm": "fake",
+                                    "seeds": ["cot", "io"], "limit": 2, "test_top_k": 0, "seed": 3,
+                                    "output": str(tmp_path / "runs"), "name": name, "budget": {"max_candidates": n}})
+
+    whole = run_search(cfg("whole", 10), progress=False)
+    first = run_search(cfg("parts", 5), progress=False)
+    assert (first.run_dir / STUDY_FILE).is_file()
+    resumed = run_search(RunConfig.from_data({"task": "x", "budget": {"max_candidates": 10}}), resume=first.run_dir,
+                         progress=False)
+    assert resumed.stats["diverged_at"] is None
+    assert [(c.id, c.score) for c in resumed.candidates] == [(c.id, c.score) for c in whole.candidates]
+
+    def trials(run_dir: Path) -> list[dict[str, object]]:
+        storage = f"sqlite:///{run_dir / STUDY_FILE}"
+        study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+        return [t.params for t in study.trials]
+
+    assert trials(resumed.run_dir) == trials(whole.run_dir)  # no trial of the stopped run is there twice

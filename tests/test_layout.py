@@ -4,26 +4,27 @@ path, every package is installed, and no product code knows about folders beside
 from __future__ import annotations
 
 import ast
+import runpy
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
-PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
 
 # Which layers each layer may import (besides itself and the leaf modules below); DESIGN.md's one-way flow.
 ALLOWED = {
-    "runtime": set(),
-    "genome": {"runtime"},
-    "evaluators": {"genome", "runtime"},
+    "genome": set(),  # the ground floor: what a system IS needs nothing that runs one
+    "runtime": {"genome"},
+    "execution": {"genome", "runtime"},
+    "evaluators": {"execution", "genome", "runtime"},
     "archive": {"genome"},
     "seeds": {"genome", "runtime"},
     "search": {"archive", "evaluators", "genome", "runtime", "seeds"},
-    "export": {"archive", "genome", "runtime", "seeds"},
+    "export": {"archive", "execution", "genome", "runtime", "seeds"},
     "report": {"archive", "genome"},
     # test doubles drive the layers they test (the kill-and-resume harness reads back the archive it checks)
-    "testing": {"archive", "evaluators", "genome", "runtime"},
+    "testing": {"archive", "evaluators", "execution", "genome", "runtime"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
@@ -110,6 +111,16 @@ def test_dependencies_point_one_way() -> None:
     assert wrong == []
 
 
+def test_the_genome_imports_nothing_that_runs_it() -> None:
+    """The genome is the ground floor: its modules, lazy imports included, reach no runtime, execution, sandbox,
+    LM client or local model (any masforge module outside genome/ but a leaf is refused)."""
+    allowed = ("masforge.genome", *(f"masforge.{leaf}" for leaf in LEAVES))
+    wrong = sorted(f"{m} -> {t}" for m, p in MODULES.items() if _layer(m) == "genome"
+                   for t in _imports(p) if t.split(".")[0] == "masforge" and t != "masforge"
+                   and not any(t == a or t.startswith(a + ".") for a in allowed))
+    assert wrong == []
+
+
 def test_leaf_modules_import_only_each_other() -> None:
     """The leaves are usable from every layer because they depend on none (errors redact their messages, and
     input_limits raises a ConfigError: leaves may use each other, without cycles)."""
@@ -124,15 +135,39 @@ def test_production_code_never_imports_the_test_doubles() -> None:
     assert users == []
 
 
+def _installed_packages(root: Path = ROOT) -> list[str]:
+    """The packages a wheel holds: what setup.py finds (pyproject names no list by hand)."""
+    return runpy.run_path(str(ROOT / "setup.py"), run_name="masforge_setup")["masforge_packages"](root)
+
+
 def test_every_package_is_installed() -> None:
-    """Code packages and data folders (templates, inventory) are all listed, so a wheel holds them and
-    setuptools does not warn about data folders it was not told about."""
+    """Code packages and data folders (templates, inventory) are all found, so a wheel holds them and
+    setuptools does not warn about data folders it was not told about; package data names found packages."""
+    assert "packages" not in PYPROJECT["tool"]["setuptools"], "packages are found by setup.py; drop the list"
     packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
     for pkg in list(packages):
         folder = MODULES[pkg].parent
         packages |= {f"{pkg}.{sub.name}" for sub in folder.iterdir()
                      if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__"}
-    assert sorted(packages - set(PACKAGES)) == []
+    installed = set(_installed_packages())
+    assert sorted(packages - installed) == []
+    assert sorted(set(PYPROJECT["tool"]["setuptools"]["package-data"]) - installed) == []
+
+
+def test_a_new_sub_package_is_found_without_listing_it(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    for folder in PACKAGE_DIR.values():
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("", encoding="utf-8")
+    for new in ("search/samplers", "masforge/lm/clients", "seeds/extra"):  # the last one is a data folder
+        (tmp_path / new).mkdir(parents=True)
+    (tmp_path / "search/samplers/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/lm/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/lm/clients/__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "masforge/__pycache__").mkdir()
+    found = _installed_packages(tmp_path)
+    assert {"masforge.search.samplers", "masforge.lm", "masforge.lm.clients", "masforge.seeds.extra"} <= set(found)
+    assert not any("__pycache__" in p for p in found)
 
 
 def test_no_product_code_knows_the_folders_beside_the_checkout() -> None:
@@ -140,3 +175,32 @@ def test_no_product_code_knows_the_folders_beside_the_checkout() -> None:
     offenders = sorted(str(p.relative_to(ROOT)) for p in MODULES.values()
                        if any(s in p.read_text(encoding="utf-8") for s in ("../shared", '"shared"', "'shared'")))
     assert offenders == []
+
+
+def _code_strings(path: Path) -> list[str]:
+    """The string constants of a module's code (docstrings left out: they may explain where the cache is)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
+
+
+def test_one_module_owns_the_cache_root() -> None:
+    """``masforge.cache_root`` alone knows where the cache folder is (``$MASFORGE_CACHE``, ``~/.cache``)."""
+    owners = sorted(m for m, p in MODULES.items() if m != "masforge.cache_root"
+                    and any(s == ".cache" or "MASFORGE_CACHE" in s or "/.cache" in s for s in _code_strings(p)))
+    assert owners == []
+
+
+def test_everything_cached_lives_under_the_one_root(tmp_path: Path, monkeypatch) -> None:
+    from masforge.cache_root import CACHE_ENV, cache_root
+    from masforge.evaluators.datasets import cache_data_dir
+    from masforge.runtime import llama_server, lm_cache, lm_rates, local_model
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
+    monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)
+    root = tmp_path / "c"
+    assert cache_root() == root
+    for path in (cache_data_dir(), lm_cache.default_cache_path(), lm_rates._path(), local_model._root(None),
+                 llama_server.built_path("0.0.0")):
+        assert path is not None and path.is_relative_to(root), path

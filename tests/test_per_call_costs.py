@@ -52,7 +52,7 @@ def test_the_trace_record_is_what_asdict_gave() -> None:
 def test_no_dspy_history_is_kept_for_masforge_runs() -> None:
     """masforge traces every call itself; dspy's history would build a timestamped record of each request and
     answer on every LM call (time per call, and memory over a search)."""
-    from masforge.genome.compile import compile_genome
+    from masforge.execution.compile import compile_genome
     from masforge.runtime.lm import LMClient
     from masforge.seeds import load_seed
 

@@ -14,7 +14,7 @@ import pytest
 from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, answer_readings, code_pass, extract_code
 from masforge.evaluators.tasks import Task, get_task
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.runtime.lm import LMClient, LMConfig
 from masforge.runtime.standalone.reading import split_final_answer, unfenced_code
 from masforge.seeds import load_seed

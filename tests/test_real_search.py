@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import masforge
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.runtime.lm import LMClient, LMConfig
 from masforge.runtime.local_model import is_pulled
 from masforge.seeds import load_seed

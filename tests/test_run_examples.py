@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.genome.hashing import genome_hash
 from masforge.genome.io import parse_genome_text
 from masforge.genome.outline import outline

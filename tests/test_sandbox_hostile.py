@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from masforge.genome.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
+from masforge.execution.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
 from masforge.genome.schema import Genome
 from masforge.runtime import isolation as iso_module
 from masforge.runtime import tools as tools_module
@@ -247,7 +247,7 @@ def test_generated_code_refuses_weaker_isolation_unless_accepted(monkeypatch: py
     from masforge.errors import SandboxUnavailable
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
-    from masforge.genome.compile import compile_genome
+    from masforge.execution.compile import compile_genome
     from masforge.seeds import load_seed
 
     weaker = iso_module.Isolation("unshare", IS_ROOT, ("read-only file system view and private /tmp (bubblewrap "

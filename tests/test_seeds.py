@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from masforge.errors import GenomeError
-from masforge.genome.compile import compile_genome, normalise_answer
+from masforge.execution.compile import compile_genome, normalise_answer
 from masforge.genome.io import parse_genome_text
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems, validate

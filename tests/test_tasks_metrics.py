@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from masforge.cache_root import CACHE_ENV
 from masforge.errors import DataError, TaskError
 from masforge.evaluators import datasets
 from masforge.evaluators.metrics import (
@@ -605,7 +606,7 @@ def test_mbpp_full_set_format(fixture_data_dir, tmp_path):
 
 def test_data_comes_from_the_cache_when_no_folder_is_given(fixture_data_dir, tmp_path, monkeypatch):
     monkeypatch.delenv(datasets.ENV_DATA_DIR)
-    monkeypatch.setenv(datasets.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     cached = tmp_path / "data" / "math500" / "test.jsonl"
     cached.parent.mkdir(parents=True)
     cached.write_bytes((fixture_data_dir / "math500" / "test.jsonl").read_bytes())
@@ -634,7 +635,7 @@ def online(tmp_path, monkeypatch):
     """No data folder, an empty cache, downloads allowed (urlopen is replaced by each test)."""
     monkeypatch.delenv(datasets.ENV_DATA_DIR)
     monkeypatch.delenv(datasets.ENV_OFFLINE, raising=False)
-    monkeypatch.setenv(datasets.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     return tmp_path / "data"
 
 

@@ -29,7 +29,7 @@ from masforge.evaluators.executors.base import EvalJob, ExampleBatch, Executor
 from masforge.evaluators.executors.hub import CURRENT_WORK, RunHub, SharedCache, SharedLedger, ledger_state
 from masforge.evaluators.one_example import ExampleResult, failed_example, run_example
 from masforge.evaluators.tasks import Task
-from masforge.genome.compile import compile_genome
+from masforge.execution.compile import compile_genome
 from masforge.genome.schema import Genome
 from masforge.runtime.lm import LMClient, LMConfig, Responder
 

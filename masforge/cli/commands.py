@@ -148,7 +148,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outputs and trace as JSON.")] = False,
 ) -> None:
     """Run one system on one input: print its answer and a table of every agent call."""
-    from masforge.genome.compile import compile_genome
+    from masforge.execution.compile import compile_genome
     from masforge.runtime.lm import LMClient
 
     with user_errors():

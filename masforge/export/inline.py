@@ -1,8 +1,11 @@
 """Inline masforge's standalone runtime (:mod:`masforge.runtime.standalone`) into one exported file.
 
+The runtime's modules are named by their short name (``system``); a module from elsewhere that the export
+carries as well (:data:`CARRIED`: the names a genome and the runtime share) by its dotted name.
+
 Each module's text is read with ``importlib.resources`` and kept verbatim (comments included) except for what
 one file cannot hold: the module docstring becomes a one-line comment, ``from __future__`` and imports of sibling
-modules go (their names are defined in the same file), other imports are collected to be merged at the top,
+and carried modules go (their names are defined in the same file), other imports are collected to be merged at the top,
 and named top-level definitions can be replaced (e.g. the prompt table by a literal). Only the standard library,
 dspy and litellm may be imported (plus masforge's local model, lazily, to start the embedded model where masforge
 is installed); a top-level name defined by two modules is refused.
@@ -19,9 +22,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 PACKAGE = "masforge.runtime.standalone"
-CONFIG_MODULES = ("prompts", "names", "adapters", "reading", "plain_adapter", "examples", "execute", "system",
-                  "connect",
-                  "litellm_lm", "command_line")
+CARRIED = ("masforge.genome.names",)
+"""Modules outside :data:`PACKAGE` that an export carries (standard library only), so the runtime may import them."""
+CONFIG_MODULES = ("prompts", "masforge.genome.names", "adapters", "reading", "plain_adapter", "examples", "execute",
+                  "system", "connect", "litellm_lm", "command_line")
 """What a config export carries, in dependency order."""
 CODE_MODULES = ("connect", "code_system", "command_line")
 """What a code export carries (no dspy)."""
@@ -39,9 +43,20 @@ class Inlined:
     names: set[str] = field(default_factory=set)
 
 
+def full_name(name: str) -> str:
+    """The dotted module name of ``name``: a runtime module's short name, or a carried module's dotted name."""
+    return name if "." in name else f"{PACKAGE}.{name}"
+
+
+def _carried(module: str) -> bool:
+    """True for a module the export holds itself (a runtime module or a carried one): its imports go."""
+    return module.startswith(PACKAGE) or module in CARRIED
+
+
 def module_text(name: str) -> str:
-    """The source of ``masforge.runtime.standalone.<name>``."""
-    return resources.files(PACKAGE).joinpath(f"{name}.py").read_text(encoding="utf-8")
+    """The source of ``masforge.runtime.standalone.<name>`` (or of the carried module ``name``)."""
+    package, _, leaf = full_name(name).rpartition(".")
+    return resources.files(package).joinpath(f"{leaf}.py").read_text(encoding="utf-8")
 
 
 def top_level_names(tree: ast.Module) -> set[str]:
@@ -65,7 +80,7 @@ def _import_lines(node: ast.Import | ast.ImportFrom) -> list[str]:
 
 def _check_import(module: str, where: str, nested: bool) -> None:
     root = module.split(".")[0]
-    if root in sys.stdlib_module_names or root in THIRD_PARTY or module.startswith(PACKAGE):
+    if root in sys.stdlib_module_names or root in THIRD_PARTY or _carried(module):
         return
     if nested and module in OPTIONAL_IMPORTS:
         return
@@ -94,7 +109,7 @@ def inline_module(name: str, replace: dict[str, str] | None = None) -> tuple[str
     ``replace``: top-level name -> the text standing in for its definition ("" drops it)."""
     replace = replace or {}
     text = module_text(name)
-    where = f"{PACKAGE}.{name}"
+    where = full_name(name)
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     edits: list[tuple[int, int, str]] = []  # (first line, end line, replacement), 0-based half-open
@@ -114,7 +129,7 @@ def inline_module(name: str, replace: dict[str, str] | None = None) -> tuple[str
             for line in _import_lines(node):
                 module = line.split()[1]
                 _check_import(module, where, nested=False)
-                if not module.startswith(PACKAGE):
+                if not _carried(module):
                     imports.add(line)
             edits.append((node.lineno - 1, end, ""))
         elif _defined_name(node) in replace:
@@ -124,7 +139,7 @@ def inline_module(name: str, replace: dict[str, str] | None = None) -> tuple[str
             modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             for module in modules:
                 _check_import(module, where, nested=True)
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+            if isinstance(node, ast.ImportFrom) and _carried(node.module or ""):
                 end = node.end_lineno or node.lineno
                 if end < len(lines) and not lines[end].strip():
                     end += 1  # and the blank line that set it apart
@@ -132,7 +147,7 @@ def inline_module(name: str, replace: dict[str, str] | None = None) -> tuple[str
     for first, end, new in sorted(edits, reverse=True):
         lines[first:end] = [new + "\n"] if new else []
     out = re.sub(r"\n{3,}", "\n\n\n", "".join(lines)).strip("\n")
-    header = textwrap.fill(f"---- from masforge/runtime/standalone/{name}.py" + (f": {title}" if title else ""),
+    header = textwrap.fill(f"---- from {where.replace('.', '/')}.py" + (f": {title}" if title else ""),
                            116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
     names = top_level_names(ast.parse(out)) if out else set()
     return header + "\n\n" + out, imports, names
@@ -153,7 +168,7 @@ def inline(modules: Sequence[str], replace: dict[str, dict[str, str]] | None = N
         for line in imports:
             other = bound.setdefault(bound_name(line), line)
             if other != line or bound_name(line) in owner:
-                raise ValueError(f"{PACKAGE}.{name}: '{line}' binds a name another module defines or imports "
+                raise ValueError(f"{full_name(name)}: '{line}' binds a name another module defines or imports "
                                  f"differently; rename one")
         result.sections.append(text)
         result.imports |= imports

@@ -36,7 +36,7 @@ def _literal(tree: ast.Module, name: str, origin: str) -> Any:
 @dataclass
 class ExportedSystem:
     """A *system factory* for :meth:`Evaluator.evaluate`: ``factory(client)`` returns a callable system whose
-    result has ``.outputs``, ``.trace`` and ``.candidates`` like :class:`~masforge.genome.result.SystemResult`."""
+    result has ``.outputs``, ``.trace`` and ``.candidates`` like :class:`~masforge.execution.result.SystemResult`."""
 
     path: Path
     kind: str
@@ -91,7 +91,7 @@ def load_exported(path: str | Path) -> ExportedSystem:
     outputs = list(_literal(tree, "OUTPUTS", str(p)))
     name = str(_literal(tree, "NAME", str(p)))
     if marker.get("kind") == "code":
-        from masforge.genome.code import CodeSystem
+        from masforge.execution.code import CodeSystem
 
         genome = Genome(kind="code", name=name, inputs=inputs, outputs=outputs,
                         code=str(_literal(tree, "SYSTEM_CODE", str(p))))
@@ -116,7 +116,7 @@ class _ExportedRunner:
         self.program = module.build(lm=lms["worker"], lms=lms, trace_hook=agent_call, fatal=(BudgetExceeded,))
 
     def __call__(self, **inputs: Any) -> Any:
-        from masforge.genome.result import SystemResult, SystemRunError
+        from masforge.execution.result import SystemResult, SystemRunError
         from masforge.runtime.trace import recording
 
         with recording() as trace:

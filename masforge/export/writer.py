@@ -45,10 +45,10 @@ from masforge.export.inline import (
 )
 from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_exported
 from masforge.files import write_text_file
+from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.schema import Genome
 from masforge.redact import redact
 from masforge.runtime.lm_config import LMConfig, parse_lm
-from masforge.runtime.standalone.names import EXECUTE_MODULE
 
 EXPORT_FORMATS = ("python", "yaml", "json")
 CODE_WARNING = (
@@ -418,7 +418,7 @@ def _usage_lines(filename: str, module: str, found: dict[str, Any], example_inpu
 
 def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     from masforge import __version__
-    from masforge.genome.compile import system_spec
+    from masforge.execution.compile import system_spec
     from masforge.runtime.tools import get_tool
 
     spec = system_spec(genome)

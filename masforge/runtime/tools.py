@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from masforge.errors import ConfigError
+from masforge.genome.tools import add_tool_name
 
 ToolFn = Callable[[str], str]
 
@@ -45,6 +46,7 @@ def register_tool(name: str, description: str) -> Callable[[ToolFn], ToolFn]:
 
     def deco(fn: ToolFn) -> ToolFn:
         _REGISTRY[name] = Tool(name, description, fn)
+        add_tool_name(name)  # so genome validation knows it
         return fn
 
     return deco

@@ -630,7 +630,7 @@ class SandboxRecorder:
         self._saved: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> SandboxRecorder:
-        import masforge.genome.code as code_module
+        import masforge.execution.code as code_module
         import masforge.runtime.sandbox as sandbox_module
 
         original = sandbox_module.run_python
@@ -707,7 +707,7 @@ class _Factory:
         self.id, self.name, self.inputs = genome.id, genome.name, genome.inputs
 
     def __call__(self, client: Any) -> Any:
-        from masforge.genome.code import CodeSystem
+        from masforge.execution.code import CodeSystem
 
         return CodeSystem(self.genome, client, limits=self.limits)
 

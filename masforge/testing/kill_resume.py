@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from masforge.cache_root import CACHE_ENV
 from masforge.runtime.fake_lm import fake_reply
 from masforge.testing.stub_server import StubServer
 
@@ -182,7 +183,7 @@ def _reference(work: Path, *, strategy: str, candidates: int, seed: int, latency
                                                   candidates=candidates, seed=seed)))
         t0 = time.monotonic()
         done = subprocess.run(_command(cfg_path, work / "reference" / RUN_NAME, False), capture_output=True,
-                              env={**env, "MASFORGE_CACHE": str(work / "cache-reference")})
+                              env={**env, CACHE_ENV: str(work / "cache-reference")})
         duration = time.monotonic() - t0
         if done.returncode != 0:
             raise RuntimeError(f"the reference run failed: {done.stderr.decode()[-500:]}")
@@ -221,7 +222,7 @@ def kill_trials(workdir: str | Path, *, trials: int = 20, seed: int = 0, strateg
     for t in range(trials):
         trial = work / f"trial-{t}"
         run_dir = trial / RUN_NAME
-        trial_env = {**env, "MASFORGE_CACHE": str(trial / "cache")}
+        trial_env = {**env, CACHE_ENV: str(trial / "cache")}
         with StubServer(responder=_fake_over_http, latency_s=latency_s) as stub:
             cfg_path = trial / "config.json"
             trial.mkdir(parents=True, exist_ok=True)
@@ -283,7 +284,7 @@ def kill_and_resume(workdir: str | Path, *, kills: int = 20, seed: int = 0, stra
     # The same run killed `kills` times and resumed after each kill.
     run_dir = work / "killed" / RUN_NAME
     archive_dir = run_dir / "archive"
-    env = {**base_env, "MASFORGE_CACHE": str(work / "cache-killed")}
+    env = {**base_env, CACHE_ENV: str(work / "cache-killed")}
     with StubServer(responder=_fake_over_http, latency_s=latency_s) as stub:
         cfg_path = work / "killed.json"
         cfg_path.write_text(json.dumps(run_config(stub, work / "killed", strategy=strategy, candidates=candidates,

@@ -20,9 +20,9 @@ import functools
 import random
 
 from masforge.genome.graph import Wiring
+from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature
-from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD
 from masforge.search.operators.proposal import MAX_AGENTS
 
 REPAIR_ROUNDS = (2, 3)

@@ -19,13 +19,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from masforge.genome.io import format_validation_error
+from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD, VERDICTS
 from masforge.genome.outline import outline
 from masforge.genome.schema import AGENT_MODULES, AGGREGATIONS, Agent, Aggregation, Genome, Topology, Verdict
 from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
 from masforge.runtime.adapters import ADAPTERS
-from masforge.runtime.standalone.names import EXECUTE_MODULE, TESTS_FIELD, VERDICTS
 from masforge.runtime.standalone.plain_adapter import strip_think
 
 GenomeKind = Literal["config", "code"]

@@ -15,9 +15,15 @@ not change behaviour (majority vote over a single answer) are canonicalised to t
 
 The study lives in an optuna storage: ``storage`` if given (an optuna storage URL: ``sqlite:///FILE`` on one
 machine, ``postgresql://USER:PASSWORD@HOST/DB`` for several machines; a plain path means an SQLite file), else
-``<run folder>/optuna.sqlite3`` when the search has a run folder, else memory. A stored study is opened with
-``load_if_exists=True``, so a stopped run resumes it: its trials inform the sampler, and the base genome is read
-back from the study so the space is the same.
+``<run folder>/optuna.sqlite3`` (:data:`STUDY_FILE`) when the search has a run folder, else memory. A stored study
+is opened with ``load_if_exists=True``: a strategy run again on the same storage continues it (its trials inform
+the sampler, and the base genome is read back from the study so the space is the same).
+
+A resumed *run* (``masforge search --resume``) does not continue the run folder's study: the resume replays the run
+from its start against the archive and the LM cache, so the engine deletes that study first and the replay
+rebuilds it trial by trial, to the same candidates and scores as a run never stopped (a study continued instead
+would seed the sampler with its trial count and take another path). A study in a storage you named is shared and
+left as it stands, so the replay of such a run can take another path; the resume reports where it diverged.
 
 Several processes may work one study at the same time (give them the same storage URL and study name): each
 marks its trials with its owner (host and process) and beats a heartbeat for the trials it evaluates; trials
@@ -49,14 +55,17 @@ from typing import Any
 
 from masforge.errors import BudgetExceeded, ConfigError
 from masforge.genome.graph import answers_at_output, cyclic_agents
+from masforge.genome.names import EXECUTE_MODULE as EXECUTE
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
 from masforge.runtime.adapters import ADAPTERS
-from masforge.runtime.standalone.names import EXECUTE_MODULE as EXECUTE
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import TEMPERATURES
 from masforge.search.population import Candidate
 from masforge.search.strategies.base import Strategy, bad_option, register
+
+STUDY_FILE = "optuna.sqlite3"
+"""The study's file in the run folder when no storage is given."""
 
 KNOBS = ("temperature", "copies", "rounds", "module", "aggregation", "adapter")
 
@@ -208,7 +217,7 @@ class Tune(Strategy):
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial would drown the run log
         if self.storage is None and ctx.run_dir is not None:
-            self.storage = str(ctx.run_dir / "optuna.sqlite3")  # a resumed run resumes its study
+            self.storage = str(ctx.run_dir / STUDY_FILE)  # a resumed run rebuilds it (the engine deletes it)
         wanted = self._given_base(ctx)
         name = self.study_name or f"tune-{ctx.task.name}" + ("-mo" if self.multi_objective else "")
         study = self._open(name)

@@ -17,6 +17,6 @@ export and masforge cannot drift apart:
 * :mod:`.command_line`: the exported module's command line.
 
 Rules that make inlining safe (checked by the tests): a module here imports only the standard library, dspy,
-litellm and its siblings (``from masforge.runtime.standalone.<module> import ...``); top-level names are unique
-across the package.
+litellm, its siblings (``from masforge.runtime.standalone.<module> import ...``) and the names it shares with the
+genome (:mod:`masforge.genome.names`, which the export carries too); top-level names are unique across them.
 """

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Literal
+from typing import Any
 
-ADAPTERS = ("auto", "chat", "json", "plain")
-AdapterName = Literal["auto", "chat", "json", "plain"]
+from masforge.genome.names import ADAPTERS
 
 
 def resolve_adapter(name: str | None, *, local: bool) -> str:

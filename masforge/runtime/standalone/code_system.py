@@ -1,7 +1,7 @@
 """Running a code genome's ``forward(inputs)`` with ``llm()`` and ``tool()``.
 
 The rules (how ``llm()`` builds its messages, how many calls a run may make, what ``forward`` must return)
-are masforge's: its sandbox (:mod:`masforge.genome.code`) applies them too. :class:`CodeSystem` is the export's
+are masforge's: its sandbox (:mod:`masforge.execution.code`) applies them too. :class:`CodeSystem` is the export's
 way of running the code: in this process, in a namespace of its own, so only inside a sandbox.
 """
 

@@ -17,8 +17,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
+from masforge.genome.names import TOOL_ARG
 from masforge.runtime.standalone.connect import cut_at_stop
-from masforge.runtime.standalone.names import TOOL_ARG
 from masforge.runtime.standalone.prompts import render_prompt
 from masforge.runtime.standalone.reading import _FENCE, _FINAL, split_final_answer
 

@@ -1,6 +1,6 @@
 """How a config genome runs: its agents' dspy steps, message passing, copies and aggregation.
 
-masforge (``masforge.genome.compile``) and every exported module run systems with this code. The semantics
+masforge (``masforge.execution.compile``) and every exported module run systems with this code. The semantics
 (documented in docs/genome.md):
 
 * The agents' graph is condensed into strongly connected components that run in topological order
@@ -47,10 +47,7 @@ from typing import Any, NamedTuple
 
 import dspy
 
-from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
-from masforge.runtime.standalone.examples import passed_counts
-from masforge.runtime.standalone.execute import CheckRun, Checks, check_report, gather_checks, run_checks
-from masforge.runtime.standalone.names import (
+from masforge.genome.names import (
     EXECUTE_MODULE,
     JUDGE_INPUT,
     MESSAGES_INPUT,
@@ -59,6 +56,9 @@ from masforge.runtime.standalone.names import (
     TOOL_ARG,
     VERDICT_FIELD,
 )
+from masforge.runtime.standalone.adapters import choose_adapter, make_adapter
+from masforge.runtime.standalone.examples import passed_counts
+from masforge.runtime.standalone.execute import CheckRun, Checks, check_report, gather_checks, run_checks
 from masforge.runtime.standalone.prompts import render_prompt
 
 # Custom dspy LMs (masforge's, the export's) implement forward(): dspy 3.4 marks that interface deprecated (removal

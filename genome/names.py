@@ -1,4 +1,11 @@
-"""The input fields the runtime fills for an agent (a genome's signatures may name them)."""
+"""The names a genome and the runtime that runs it share: the input fields the runtime fills for an agent, the
+execution node's kind and fields, the verdicts and the prompt adapters an agent may ask for.
+
+They live with the genome (the ground floor) so that the genome's schema and checks need no runtime; the runtime
+and an exported system read them from here (an export carries this module, so it uses only the standard library).
+"""
+
+from typing import Literal
 
 MESSAGES_INPUT = "messages"
 """The input field through which an agent reads its agent predecessors' outputs."""
@@ -16,3 +23,6 @@ TESTS_FIELD = "tests"
 """The output field through which a test-writing agent hands ``assert`` lines to an execution node."""
 VERDICTS = ("pass", "fail")
 """The verdicts a conditional edge can route on."""
+ADAPTERS = ("auto", "chat", "json", "plain")
+"""How an agent's module talks to its LM (see :mod:`masforge.runtime.standalone.adapters`)."""
+AdapterName = Literal["auto", "chat", "json", "plain"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
-from masforge.genome.result import SystemResult, SystemRunError
+from masforge.execution.result import SystemResult, SystemRunError
 from masforge.genome.schema import Genome
 from masforge.genome.validate import validate
 from masforge.runtime.lm import LMClient

@@ -15,10 +15,11 @@ from typing import Any
 import dspy
 
 from masforge.errors import BudgetExceeded, GenomeError
-from masforge.genome.code import CodeSystem
+from masforge.execution.code import CodeSystem
+from masforge.execution.result import SystemResult, SystemRunError
 from masforge.genome.cycles import is_cyclic
 from masforge.genome.graph import agent_edges, execution_plan, output_agents, predecessors
-from masforge.genome.result import SystemResult, SystemRunError
+from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import agent_signature, validate
 from masforge.runtime.adapters import choose_adapter
@@ -26,7 +27,6 @@ from masforge.runtime.dspy_lm import MasforgeLM
 from masforge.runtime.isolation import isolation
 from masforge.runtime.lm import LMClient
 from masforge.runtime.standalone import system as _system
-from masforge.runtime.standalone.names import EXECUTE_MODULE
 from masforge.runtime.standalone.system import (
     COPIES_TEMPERATURE,
     AgentSpec,
