@@ -762,7 +762,11 @@ def genome_schema() -> None:
     """Print the genome JSON Schema (what meta-agents are asked to produce)."""
     from masforge.genome.schema import Genome
 
-    print(json.dumps(Genome.model_json_schema(), indent=2))
+    schema = Genome.model_json_schema()
+    ref = schema.pop("$ref", None)
+    if ref:  # a portfolio's members are genomes, so pydantic writes the genome as a definition: put it on top
+        schema = {**schema["$defs"][ref.rsplit("/", 1)[-1]], "$defs": schema["$defs"]}
+    print(json.dumps(schema, indent=2))
 
 
 @genome_app.command("diff")

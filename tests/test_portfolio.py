@@ -1,0 +1,239 @@
+"""Portfolio genomes: a router over member systems. The router's numbers predict as scikit-learn does, the form is
+validated, hashed and stored like any genome, and running it runs the routed member exactly as it runs alone
+(same prompts, so the same cached answers); escalation passes a question on when an answer fails its examples."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from masforge.errors import GenomeError
+from masforge.genome.compile import compile_genome
+from masforge.genome.hashing import genome_hash
+from masforge.genome.io import dump_genome, parse_genome_text
+from masforge.genome.router import Router
+from masforge.genome.schema import Genome, Portfolio
+from masforge.genome.validate import problems, validate
+from masforge.runtime.lm import LMCache, LMClient
+from masforge.runtime.standalone.router import NUMERIC_FEATURES, feature_count, question_features, route_features
+from masforge.seeds import load_seed
+from masforge.testing import chat_reply
+
+QUESTION = """Write a python function to add two numbers.
+Your code should pass these tests:
+assert add(2, 3) == 5
+assert add(0, 0) == 0"""
+RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
+WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
+
+CAREFUL = """
+name: careful
+agents:
+  - {id: solver, role: careful solver, instructions: Check every step.}
+topology: {edges: [input -> solver, solver -> output]}
+"""
+QUICK = """
+name: quick
+agents:
+  - {id: solver, role: quick solver, instructions: Answer at once.}
+topology: {edges: [input -> solver, solver -> output]}
+"""
+
+
+def _members() -> list[Genome]:
+    return [parse_genome_text(QUICK), parse_genome_text(CAREFUL)]
+
+
+def _constant(member: int) -> Router:
+    return Router(classes=[member])
+
+
+def _by_length(threshold_chars: int) -> Router:
+    """A two-class router: questions longer than ``threshold_chars`` go to member 1, others to member 0."""
+    import math
+
+    coef = [0.0] * feature_count(256)
+    coef[256 + NUMERIC_FEATURES.index("log_chars")] = 10.0
+    return Router(classes=[0, 1], coef=[coef], intercept=[-math.log1p(threshold_chars)])
+
+
+def _portfolio(router: Router, escalation: list[int] | None = None, members: list[Genome] | None = None) -> Genome:
+    return Genome(kind="portfolio", name="pf", portfolio=Portfolio(members=members or _members(), router=router,
+                                                                   escalation=escalation or []))
+
+
+# ------------------------------------------------------------------------------------------------ the router
+
+
+def _questions(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    words = ["sum", "list", "string", "reverse", "prime", "sort", "count", "vowels", "matrix", "path", "tree"]
+    out = []
+    for i in range(n):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 30)))
+        if i % 3 == 0:
+            text = f"def f(x):\n    '''{text}\n    >>> f({i})\n    {i * 2}\n    '''"
+        elif i % 3 == 1:
+            text += f"\nassert f({i}) == {i + 1}"
+        out.append(text)
+    return out
+
+
+@pytest.mark.parametrize("classes", [2, 3, 4])
+def test_the_stored_numbers_predict_what_sklearn_predicts(classes: int) -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    questions = _questions(90)
+    features = [question_features({"question": q}) for q in questions]
+    labels = [(len(q) + q.count("a")) % classes for q in questions]
+    model = LogisticRegression(C=5.0, max_iter=2000).fit(features, labels)
+    router = Router(classes=[int(c) for c in model.classes_], coef=model.coef_.tolist(),
+                    intercept=model.intercept_.tolist())
+    validate(_portfolio(router, members=[*_members(), *_members()][:max(classes, 2)]))
+    held_out = _questions(60, seed=1)
+    expected = model.predict([question_features({"question": q}) for q in held_out]).tolist()
+    assert [router.choose({"question": q}) for q in held_out] == expected
+    assert len(set(expected)) > 1  # the check is not about a constant
+
+
+def test_features_are_stateless_and_read_the_stated_examples() -> None:
+    plain = question_features({"question": "reverse a string"})
+    assert plain == question_features({"question": "reverse a string"})
+    assert len(plain) == feature_count(256)
+    numbers = dict(zip(NUMERIC_FEATURES, question_features({"question": QUESTION})[256:], strict=True))
+    assert numbers["assert_lines"] == 0.2 and numbers["stated_examples"] == 0.2 and numbers["doctest_lines"] == 0
+    assert route_features({"classes": [3], "coef": [], "intercept": []}, plain) == 3
+
+
+# ------------------------------------------------------------------------------------------------ the form
+
+
+def test_a_portfolio_round_trips_as_yaml_and_json_with_the_same_id() -> None:
+    genome = _portfolio(_by_length(100), escalation=[0, 1])
+    for fmt in ("yaml", "json"):
+        back = parse_genome_text(dump_genome(genome, fmt), fmt=fmt)
+        assert back.id == genome.id and back.portfolio == genome.portfolio
+    text = dump_genome(genome)
+    assert "kind: portfolio" in text and "role: careful solver" in text and "input -> solver" in text
+    assert len(text.splitlines()) < 80  # the router's numbers are written one row per line
+
+
+def test_the_id_counts_members_router_numbers_and_escalation_not_names() -> None:
+    base = _portfolio(_by_length(100))
+    assert _portfolio(_by_length(100)).id == base.id
+    renamed = base.model_copy(update={"name": "other", "description": "x"})
+    assert renamed.id == base.id
+    assert _portfolio(_by_length(101)).id != base.id
+    assert _portfolio(_by_length(100), escalation=[1, 0]).id != base.id
+    assert _portfolio(_by_length(100), members=list(reversed(_members()))).id != base.id
+    # config and code genomes hash exactly as before portfolios existed
+    assert load_seed("io").id == "f88928e932ad9596edd577d72c46af134f56dcbbb76b66328aa5a0dfba797bf9"
+    assert genome_hash(base) == base.id
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["portfolio"]["router"].update(classes=[0, 5]),
+     "portfolio.router.classes: member index 5 is out of range (the portfolio has 2 members, 0 to 1)"),
+    (lambda d: d["portfolio"]["router"]["coef"][0].pop(),
+     "portfolio.router.coef[0]: 262 numbers, but the feature map (n_hash 256) has 263; build the portfolio again"),
+    (lambda d: d["portfolio"]["router"].update(intercept=[]),
+     "portfolio.router.intercept: 0 values for 1 coef rows; give one per row"),
+    (lambda d: d["portfolio"].update(escalation=[0, 2]),
+     "portfolio.escalation: member index 2 is out of range (0 to 1)"),
+    (lambda d: d["portfolio"]["members"][1]["topology"].update(edges=["input -> solver"]),
+     "portfolio.members[1] 'careful': topology.edges: nothing reaches 'output'; add an edge like 'solver -> output'"),
+    (lambda d: d["portfolio"]["members"][0].update(inputs=["task"]),
+     "portfolio.members[0] 'quick': inputs ['task'] differ from the portfolio's ['question']"),
+    (lambda d: d.update(agents=[{"id": "x"}]),
+     "agents: a portfolio genome takes no agents (its members do the work); move them into a member"),
+    (lambda d: d.pop("portfolio"),
+     "portfolio: a portfolio genome needs portfolio.members and portfolio.router (build one with `masforge "
+     "portfolio build`)"),
+    (lambda d: d.update(kind="config"),
+     "portfolio: only portfolio genomes carry members and a router; remove it or set kind: portfolio"),
+])
+def test_a_bad_portfolio_is_one_line_naming_the_problem_and_the_fix(change: Any, message: str) -> None:
+    import json
+
+    data = json.loads(dump_genome(_portfolio(_by_length(100)), "json"))
+    change(data)
+    genome = parse_genome_text(json.dumps(data), fmt="json")
+    found = problems(genome)
+    assert found and found[0].startswith(message), found
+    with pytest.raises(GenomeError, match="^genome 'pf': "):
+        validate(genome)
+
+
+def test_a_nested_portfolio_and_bad_file_shapes_are_refused() -> None:
+    inner = _portfolio(_constant(0))
+    outer = _portfolio(_constant(0), members=[inner, _members()[1]])
+    assert problems(outer)[0] == ("portfolio.members[0] 'pf': a member cannot itself be a portfolio; list its "
+                                  "members instead")
+    text = dump_genome(_portfolio(_constant(1))).replace("  router:\n", "  router:\n    weights: [1]\n")
+    with pytest.raises(GenomeError, match=r"^g\.yaml: portfolio\.router\.weights: unknown field"):
+        parse_genome_text(text, "g.yaml")
+    pickled = "kind: portfolio\nportfolio: !!python/object/apply:os.system ['true']\n"
+    with pytest.raises(GenomeError, match=r"^g\.yaml"):
+        parse_genome_text(pickled, "g.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+class Counting:
+    """A fake LM that answers RIGHT to the careful solver and WRONG to everyone else, counting calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        self.calls.append(text)
+        return chat_reply(answer=RIGHT if "careful solver" in text else WRONG)
+
+
+def _client(lm: Counting, cache: Any = False) -> LMClient:
+    return LMClient({"worker": "fake"}, cache=cache, responder=lm)
+
+
+def test_the_router_picks_the_member_per_question() -> None:
+    system = compile_genome(_portfolio(_by_length(60)), _client(Counting()))
+    short, long = "Add 2 and 3.", QUESTION
+    assert system(question=short).outputs == {"answer": WRONG}  # quick solver
+    result = system(question=long)
+    assert result.outputs == {"answer": RIGHT}  # careful solver
+    router = result.trace.calls[0]
+    assert router.agent == "router" and router.lm_calls == [] and router.outputs["members"] == ["careful"]
+
+
+def test_a_routed_member_makes_the_calls_it_makes_alone_and_shares_its_cached_answers(tmp_path: Any) -> None:
+    alone, routed = Counting(), Counting()
+    compile_genome(_members()[1], _client(alone))(question=QUESTION)
+    compile_genome(_portfolio(_constant(1)), _client(routed))(question=QUESTION)
+    assert Counter(routed.calls) == Counter(alone.calls) and len(routed.calls) == 1
+    # with one answer cache: the member alone after the portfolio pays nothing
+    cache = LMCache(tmp_path / "c.sqlite")
+    first = Counting()
+    result = compile_genome(_portfolio(_constant(1)), _client(first, cache))(question=QUESTION)
+    again = Counting()
+    assert compile_genome(_members()[1], _client(again, cache))(question=QUESTION).outputs == result.outputs
+    assert len(first.calls) == 1 and again.calls == []
+
+
+def test_escalation_passes_a_failing_answer_on_to_the_next_member() -> None:
+    lm = Counting()
+    result = compile_genome(_portfolio(_constant(0), escalation=[0, 1]), _client(lm))(question=QUESTION)
+    assert result.outputs == {"answer": RIGHT}
+    assert result.trace.calls[0].outputs["members"] == ["quick", "careful"] and len(lm.calls) == 2
+    # without the order, or when the first answer passes, or with no stated example: one member only
+    lm = Counting()
+    assert compile_genome(_portfolio(_constant(0)), _client(lm))(question=QUESTION).outputs == {"answer": WRONG}
+    lm = Counting()
+    result = compile_genome(_portfolio(_constant(1), escalation=[1, 0]), _client(lm))(question=QUESTION)
+    assert result.outputs == {"answer": RIGHT} and len(lm.calls) == 1
+    lm = Counting()
+    result = compile_genome(_portfolio(_constant(0), escalation=[0, 1]), _client(lm))(question="Add 2 and 3.")
+    assert result.outputs == {"answer": WRONG} and len(lm.calls) == 1
