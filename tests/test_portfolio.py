@@ -237,3 +237,122 @@ def test_escalation_passes_a_failing_answer_on_to_the_next_member() -> None:
     lm = Counting()
     result = compile_genome(_portfolio(_constant(0), escalation=[0, 1]), _client(lm))(question="Add 2 and 3.")
     assert result.outputs == {"answer": WRONG} and len(lm.calls) == 1
+
+
+# ------------------------------------------------------------------------------------------------ building
+
+
+def _kinds_task(n: int = 40) -> Any:
+    """A task of two kinds of questions: code questions that state examples, and word questions."""
+    from masforge.evaluators.example import Example
+    from masforge.evaluators.tasks import Task
+
+    def example(i: int, split: str) -> Example:
+        if i % 2:
+            q = f"def f{i}(x):\n    '''Return x plus {i}.\n    >>> f{i}(1)\n    {i + 1}\n    '''"
+        else:
+            q = f"How many apples are left if Tom has {i} apples and eats one of them today?"
+        return Example(id=f"{split}/{i}", inputs={"question": q}, target=str(i))
+
+    splits = {s: [example(i, s) for i in range(n)] for s in ("validation", "train", "test")}
+    return Task("kinds", splits, metric="exact_match")
+
+
+def _archive_with_results(tmp_path: Any, task: Any, solvers: dict[str, tuple[Any, ...]], n: int | None = None,
+                          split: str = "validation+train") -> Any:
+    """An archive whose candidates (one per name: a scorer of examples, LM calls and optionally dollars per
+    question) are scored on the selection questions."""
+    from masforge.archive.records import ResultRecord
+    from masforge.archive.store import Archive
+
+    archive = Archive.open(tmp_path / "archive", create=True)
+    examples = task.split(split)[:n] if n else task.split(split)
+    for name, (scorer, calls, *dollars) in solvers.items():
+        genome = parse_genome_text(QUICK.replace("name: quick", f"name: {name}").replace(
+            "Answer at once.", f"Answer as {name} would."))
+        archive.add(genome)
+        scores = {ex.id: float(scorer(ex)) for ex in examples}
+        archive.add_result(genome.id, ResultRecord(
+            task=task.name, split=split, lm_key="fake", score=sum(scores.values()) / len(scores), n=len(scores),
+            llm_calls=int(calls * len(scores)), example_scores=scores,
+            dollars=sum(dollars) * len(scores), example_dollars={e: sum(dollars) for e in scores if dollars}))
+    return archive
+
+
+def _is_code(ex: Any) -> bool:
+    return ">>>" in ex.inputs["question"]
+
+
+SOLVERS = {
+    "coder": (lambda ex: _is_code(ex), 1.0),                # solves the code questions only
+    "talker": (lambda ex: not _is_code(ex), 1.0),           # solves the word questions only
+    "allround": (lambda ex: int(ex.id.split("/")[1]) % 5 != 0, 5.0),  # 80% of both, five calls each
+    "nothing": (lambda ex: False, 1.0),
+}
+
+
+def test_a_portfolio_of_complementary_systems_routes_each_question_to_the_one_that_solves_it(tmp_path: Any) -> None:
+    from masforge.search.portfolio import add_portfolio, build_portfolio
+
+    task = _kinds_task()
+    with _archive_with_results(tmp_path, task, SOLVERS) as archive:
+        build = build_portfolio(archive, task)
+        names = [m.name for m in build.members]
+        assert names[0] == "allround" and build.single_best.name == "allround"  # the best single system starts it
+        assert {"coder", "talker"} <= set(names) and "nothing" not in names
+        assert build.oracle_score == 1.0 and build.cv.score > 0.95 and build.cv.accuracy > 0.95
+        assert build.cv.calls < 1.5  # the router sends (almost) nothing to the five-call system
+        sends = build.sends()
+        assert sends["coder"] == sends["talker"] == 40 and sum(sends.values()) == 80
+        text = "\n".join(build.lines())
+        assert "single best: allround 0.800" in text and "oracle (best member per question): 1.000" in text
+        # the router routes new questions of each kind the same way, from the stored numbers alone
+        genome = build.genome
+        pick = genome.portfolio.router.choose
+        assert genome.portfolio.members[pick({"question": task.split("test")[1].inputs["question"]})].name == "coder"
+        assert genome.portfolio.members[pick({"question": task.split("test")[0].inputs["question"]})].name == "talker"
+        record = add_portfolio(archive, build)
+        assert record.kind == "portfolio" and set(record.parents) == {m.id for m in build.members}
+        assert archive.genome(record.genome_id).id == genome.id
+
+
+def test_a_member_joins_only_when_it_raises_the_routed_score_or_cuts_cost(tmp_path: Any) -> None:
+    from masforge.search.portfolio import build_portfolio
+
+    task = _kinds_task()
+    same = {"first": (lambda ex: _is_code(ex), 1.0), "copy": (lambda ex: _is_code(ex), 1.0),
+            "worse": (lambda ex: False, 1.0)}
+    with _archive_with_results(tmp_path, task, same) as archive:
+        build = build_portfolio(archive, task)
+        assert [m.name for m in build.members] in (["first"], ["copy"])
+        assert build.genome.portfolio.router.classes == [0]
+    # quality against cost by the run's fitness: "pricey" solves everything at $0.05 a question, "cheap" the code
+    # questions for free at half a call
+    priced = {"pricey": (lambda ex: True, 1.0, 0.05), "cheap": (lambda ex: _is_code(ex), 0.5)}
+    with _archive_with_results(tmp_path / "b", task, priced) as archive:
+        free = build_portfolio(archive, task, cost_weight=0.0)  # same score, fewer calls: cheap joins for code
+        assert [m.name for m in free.members] == ["pricey", "cheap"]
+        assert free.cv.score == 1.0 and free.cv.calls < 1.0
+        some = build_portfolio(archive, task, cost_weight=10.0)  # pricey's fitness 0.5 a question, still worth it
+        assert [m.name for m in some.members] == ["cheap", "pricey"] and some.cv.fitness > 0.7
+        dear = build_portfolio(archive, task, cost_weight=20.0)  # a solved word question is worth nothing now
+        assert [m.name for m in dear.members] == ["cheap"]
+
+
+def test_only_candidates_scored_on_every_selection_question_count_and_test_is_refused(tmp_path: Any) -> None:
+    from masforge.archive.records import ResultRecord
+    from masforge.search.portfolio import PortfolioError, build_portfolio
+
+    task = _kinds_task()
+    with _archive_with_results(tmp_path, task, {"allround": SOLVERS["allround"]}) as archive:
+        raced = parse_genome_text(CAREFUL)
+        archive.add(raced)
+        part = {ex.id: 1.0 for ex in task.split("validation+train")[:16]}  # dropped by the race after 16
+        archive.add_result(raced.id, ResultRecord(task="kinds", split="validation+train", lm_key="fake", score=1.0,
+                                                  n=16, example_scores=part))
+        build = build_portfolio(archive, task)
+        assert [m.name for m in build.members] == ["allround"] and build.candidates == 1
+        with pytest.raises(PortfolioError, match="selection split only"):
+            build_portfolio(archive, task, split="test")
+        with pytest.raises(PortfolioError, match="no result for task kinds split validation"):
+            build_portfolio(archive, task, split="validation")
