@@ -356,3 +356,38 @@ def test_only_candidates_scored_on_every_selection_question_count_and_test_is_re
             build_portfolio(archive, task, split="test")
         with pytest.raises(PortfolioError, match="no result for task kinds split validation"):
             build_portfolio(archive, task, split="validation")
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def test_cli_builds_stores_lists_and_shows_a_portfolio(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from masforge.cli import app
+    from masforge.evaluators import tasks
+
+    monkeypatch.setattr(tasks, "_REGISTRY", dict(tasks._REGISTRY))
+    tasks.register_task("kinds", lambda **_: _kinds_task(), "two kinds of questions")
+    _archive_with_results(tmp_path, _kinds_task(), SOLVERS).close()
+    where = str(tmp_path / "archive")
+    runner = CliRunner()
+    out = tmp_path / "pf.yaml"
+    result = runner.invoke(app, ["portfolio", "build", "--task", "kinds", "--archive", where, "-o", str(out)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "from 4 candidates scored on all 80 validation+train questions" in text
+    assert "talker" in text and "router sends 40 of 80" in text and "single best: allround 0.800" in text
+    assert "oracle (best member per question): 1.000" in text and "routing accuracy against the oracle" in text
+    genome = parse_genome_text(out.read_text(), str(out))
+    assert genome.kind == "portfolio"
+    listed = runner.invoke(app, ["archive", "list", "--archive", where, "--kind", "portfolio"],
+                           env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert "1 of 5 candidates" in listed.output and "members:" in listed.output and "coder" in listed.output
+    shown = runner.invoke(app, ["archive", "show", genome.short_id, "--archive", where], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "portfolio members" in shown.output and "talker" in shown.output and "portfolio / route" in shown.output
+    refused = runner.invoke(app, ["portfolio", "build", "--task", "kinds", "--archive", where, "--split", "test"])
+    assert refused.exit_code == 1 and "selection split only" in refused.output

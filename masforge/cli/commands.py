@@ -19,6 +19,7 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
+from masforge.cli import portfolio as cli_portfolio
 from masforge.cli.console import (
     console,
     err_console,
@@ -68,6 +69,7 @@ def _every_command(
 
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_archive.app, name="archive")
+app.add_typer(cli_portfolio.app, name="portfolio")
 genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
 app.add_typer(genome_app, name="genome")
 
