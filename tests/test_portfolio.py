@@ -188,10 +188,14 @@ class Counting:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.messages: list[str] = []
 
     def __call__(self, messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        import json
+
         text = "\n".join(str(m.get("content", "")) for m in messages)
         self.calls.append(text)
+        self.messages.append(json.dumps(messages, sort_keys=True))
         return chat_reply(answer=RIGHT if "careful solver" in text else WRONG)
 
 
@@ -391,3 +395,94 @@ def test_cli_builds_stores_lists_and_shows_a_portfolio(tmp_path: Any, monkeypatc
     assert "portfolio members" in shown.output and "talker" in shown.output and "portfolio / route" in shown.output
     refused = runner.invoke(app, ["portfolio", "build", "--task", "kinds", "--archive", where, "--split", "test"])
     assert refused.exit_code == 1 and "selection split only" in refused.output
+
+
+# ------------------------------------------------------------------------------------------------ export
+
+EXPORT_HARNESS = r'''
+import importlib.util
+import json
+import sys
+from types import SimpleNamespace
+
+spec = importlib.util.spec_from_file_location("exported_portfolio", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+standalone = not any(m == "masforge" or m.startswith("masforge.") for m in sys.modules)
+
+import dspy
+
+RIGHT, WRONG = json.loads(sys.argv[3])
+
+
+class ScriptedLM(dspy.BaseLM):
+    """Answers RIGHT to the careful solver, WRONG to everyone else; records each call's messages."""
+
+    def __init__(self):
+        super().__init__(model="test/scripted", temperature=0.0, max_tokens=1024, cache=False, num_retries=0)
+        self.calls = []
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        msgs = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
+        self.calls.append(json.dumps(msgs, sort_keys=True))
+        text = "\n".join(str(m.get("content", "")) for m in msgs)
+        reply = "[[ ## answer ## ]]\n%s\n\n[[ ## completed ## ]]" % (RIGHT if "careful solver" in text else WRONG)
+        message = SimpleNamespace(content=reply, tool_calls=None, reasoning_content=None)
+        choice = SimpleNamespace(message=message, finish_reason="stop", logprobs=None)
+        return SimpleNamespace(choices=[choice], usage={"prompt_tokens": 0, "completion_tokens": 0,
+                                                        "total_tokens": 0}, model="test/scripted")
+
+
+out = {"standalone": standalone, "results": {}}
+for q in json.loads(sys.argv[2]):
+    lm = ScriptedLM()
+    program = module.build(lm=lm)
+    outputs, answers = program.run(question=q)
+    out["results"][q] = {"outputs": outputs, "calls": lm.calls, "choice": program.choose(question=q),
+                         "prediction": dict(module.build(lm=ScriptedLM())(question=q))}
+print(json.dumps(out))
+'''
+
+
+def test_an_exported_portfolio_runs_standalone_and_answers_as_masforge_does(tmp_path: Any) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from masforge.export import export_genome, read_marker
+
+    genome = _portfolio(_by_length(60), escalation=[0, 1])
+    path = tmp_path / "pf.py"
+    path.write_text(export_genome(genome, "python", path.name), encoding="utf-8")
+    assert read_marker(path)["kind"] == "portfolio" and read_marker(path)["genome_id"] == genome.id
+    escalated = "Write add.\nassert add(2, 3) == 5"  # short: the quick solver, whose answer fails the example
+    questions = ["Add 2 and 3.", QUESTION, escalated]
+    harness = tmp_path / "harness.py"
+    harness.write_text(EXPORT_HARNESS)
+    proc = subprocess.run([sys.executable, str(harness), str(path), json.dumps(questions), json.dumps([RIGHT, WRONG])],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["standalone"]
+    for q in questions:
+        lm = Counting()
+        mine = compile_genome(genome, _client(lm))(question=q)
+        theirs = report["results"][q]
+        assert theirs["outputs"] == mine.outputs == theirs["prediction"]
+        assert theirs["choice"] == mine.trace.calls[0].outputs["indices"][0]
+        assert Counter(theirs["calls"]) == Counter(lm.messages)  # the same prompts, so the same cached answers
+    short, long, passed_on = (report["results"][q] for q in questions)
+    assert short["outputs"] == {"answer": WRONG} and len(short["calls"]) == 1
+    assert long["outputs"] == {"answer": RIGHT} and long["choice"] == 1
+    assert passed_on["outputs"] == {"answer": RIGHT} and passed_on["choice"] == 0 and len(passed_on["calls"]) == 2
+
+
+def test_a_portfolio_with_a_code_member_refuses_a_python_export_in_one_line() -> None:
+    from masforge.export import export_genome
+
+    genome = _portfolio(_constant(0), members=[load_seed("code_verify"), _members()[1]])
+    genome = genome.model_copy(update={"inputs": load_seed("code_verify").inputs})
+    with pytest.raises(GenomeError, match="is a code genome, which a portfolio export cannot carry yet"):
+        export_genome(genome, "python", "x.py")
