@@ -393,6 +393,9 @@ def test_cli_builds_stores_lists_and_shows_a_portfolio(tmp_path: Any, monkeypatc
     shown = runner.invoke(app, ["archive", "show", genome.short_id, "--archive", where], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "portfolio members" in shown.output and "talker" in shown.output and "portfolio / route" in shown.output
+    exported = runner.invoke(app, ["export", genome.short_id, "--archive", where, "-o", str(tmp_path / "pf.py")])
+    assert exported.exit_code == 0, exported.output
+    assert '"model": "fake"' in (tmp_path / "pf.py").read_text()  # the LM its members were scored with
     refused = runner.invoke(app, ["portfolio", "build", "--task", "kinds", "--archive", where, "--split", "test"])
     assert refused.exit_code == 1 and "selection split only" in refused.output
 
@@ -486,3 +489,22 @@ def test_a_portfolio_with_a_code_member_refuses_a_python_export_in_one_line() ->
     genome = genome.model_copy(update={"inputs": load_seed("code_verify").inputs})
     with pytest.raises(GenomeError, match="is a code genome, which a portfolio export cannot carry yet"):
         export_genome(genome, "python", "x.py")
+
+
+def test_an_exported_portfolio_evaluates_like_its_genome(tmp_path: Any) -> None:
+    from masforge.evaluators.runner import Evaluator
+    from masforge.evaluators.tasks import Task
+    from masforge.export import export_genome, load_exported
+
+    coef = [0.0] * feature_count(256)
+    coef[256 + NUMERIC_FEATURES.index("doctest_lines")] = 10.0  # questions with doctests go to the careful solver
+    genome = _portfolio(Router(classes=[0, 1], coef=[coef], intercept=[-0.5]))
+    path = tmp_path / "pf.py"
+    path.write_text(export_genome(genome, "python", path.name), encoding="utf-8")
+    kinds = _kinds_task(12)
+    task = Task("right", {"test": kinds.split("test")}, metric=lambda ex, out: float("a + b" in str(out.get("answer"))))
+    mine = Evaluator(task, _client(Counting()), split="test").evaluate(genome)
+    theirs = Evaluator(task, _client(Counting()), split="test").evaluate(load_exported(path))
+    assert mine.example_scores() == theirs.example_scores()
+    assert mine.score == theirs.score == 0.5  # the code questions (half) are solved, by the careful solver
+    assert mine.llm_calls == theirs.llm_calls == len(task.split("test"))
