@@ -508,3 +508,15 @@ def test_an_exported_portfolio_evaluates_like_its_genome(tmp_path: Any) -> None:
     assert mine.example_scores() == theirs.example_scores()
     assert mine.score == theirs.score == 0.5  # the code questions (half) are solved, by the careful solver
     assert mine.llm_calls == theirs.llm_calls == len(task.split("test"))
+
+
+def test_the_run_report_lists_a_portfolios_members(tmp_path: Any) -> None:
+    from masforge.archive.store import Archive
+    from masforge.report.data import _top_systems
+
+    genome = _portfolio(_constant(1))
+    with Archive.open(tmp_path / "archive", create=True) as archive:
+        archive.add(genome)
+        [item] = _top_systems(archive, [{"id": genome.id, "parents": []}])
+    assert item.agents == [f"member 0: quick ({_members()[0].short_id})",
+                           f"member 1: careful ({_members()[1].short_id})"]
