@@ -296,8 +296,10 @@ SOLVERS = {
 
 
 def test_a_portfolio_of_complementary_systems_routes_each_question_to_the_one_that_solves_it(tmp_path: Any) -> None:
+    import masforge
     from masforge.search.portfolio import add_portfolio, build_portfolio
 
+    assert masforge.build_portfolio is build_portfolio
     task = _kinds_task()
     with _archive_with_results(tmp_path, task, SOLVERS) as archive:
         build = build_portfolio(archive, task)

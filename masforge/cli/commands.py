@@ -28,6 +28,7 @@ from masforge.cli.console import (
     print_error,
     runnable,
     safe_output_streams,
+    task_options,
     user_errors,
 )
 from masforge.errors import ConfigError, GenomeError, MasforgeError
@@ -95,22 +96,6 @@ NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not reuse ca
 TaskOption = Annotated[list[str] | None, typer.Option(
     "--task-option", help="A task option as NAME=VALUE (e.g. size=1000 for rg: tasks, val_fraction=0.4 for a "
     ".jsonl file); repeat for more. Give the same ones to search, evaluate and compare: they change the split.")]
-
-
-def task_options(values: list[str] | None) -> dict[str, object]:
-    """``--task-option NAME=VALUE`` values as task options (each value read as YAML: 1000, 0.4, true)."""
-    import yaml
-
-    out: dict[str, object] = {}
-    for item in values or []:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--task-option '{item}' must look like NAME=VALUE")
-        try:
-            out[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            out[name.strip()] = raw
-    return out
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from masforge.cli.archive import DEFAULT_ARCHIVE
-from masforge.cli.console import console, user_errors
+from masforge.cli.console import console, task_options, user_errors
 from masforge.errors import MasforgeError
 
 app = typer.Typer(help="Build portfolios: a learned router over systems a search already found.",
@@ -45,7 +45,6 @@ def build(
     cross-validation; prints the members, where the router sends the selection questions, and the CV routed score
     against the single best system and the oracle (the best member per question)."""
     from masforge.archive.store import Archive
-    from masforge.cli.commands import task_options
     from masforge.evaluators.tasks import get_task
     from masforge.genome.io import save_genome
     from masforge.search.portfolio import add_portfolio, build_portfolio
