@@ -522,3 +522,12 @@ def test_the_run_report_lists_a_portfolios_members(tmp_path: Any) -> None:
         [item] = _top_systems(archive, [{"id": genome.id, "parents": []}])
     assert item.agents == [f"member 0: quick ({_members()[0].short_id})",
                            f"member 1: careful ({_members()[1].short_id})"]
+
+
+def test_the_call_estimate_of_a_portfolio_is_its_costliest_pick_or_its_whole_escalation() -> None:
+    from masforge.genome.graph import lm_calls_per_example
+
+    five = parse_genome_text(CAREFUL.replace("instructions: Check every step.}", "copies: 5}"))
+    assert lm_calls_per_example(_portfolio(_constant(0), members=[_members()[0], five])) == 1.0
+    assert lm_calls_per_example(_portfolio(_by_length(10), members=[_members()[0], five])) == 5.0
+    assert lm_calls_per_example(_portfolio(_constant(0), [0, 1], members=[_members()[0], five])) == 6.0
