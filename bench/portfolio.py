@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     archives = [Archive.open(p) for p in args.archive]
     try:
         build = build_portfolio(Archives(archives), task, args.split, lm_key, args.cost_weight,
-                                max_members=args.max_members, folds=args.folds)
+                                max_members=args.max_members, folds=args.folds, escalate=args.escalate)
     finally:
         for archive in archives:
             archive.close()
@@ -110,6 +110,7 @@ def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluat
         "task": task.name, "date": time.strftime("%Y-%m-%d"), "lm": args.lm, "lm_key": build.lm_key,
         "archives": [str(p) for p in args.archive], "cost_weight": build.cost_weight, "split": build.split,
         "selection_n": build.n, "candidates": build.candidates, "portfolio_id": genome.id, "steps": build.steps,
+        "escalation": [build.members[i].name for i in genome.portfolio.escalation],
         "members": [{"name": m.name, "id": m.id, "selection_score": m.score, "selection_calls": m.calls,
                      "selection_sends": selection_sends[m.name], "test_sends": test_sends.get(i, 0)}
                     for i, m in enumerate(build.members)],
@@ -181,7 +182,8 @@ def markdown(states: list[dict[str, Any]]) -> str:
                   f"{t['diff']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] (95% paired bootstrap CI), won "
                   f"{t['wins']}, lost {t['losses']}, tied {t['ties']}: {t['outcome']}. Oracle bound (best member per "
                   f"question): {oracle}{hits}.", "", f"Goal: {t['goal']}.", "",
-                  "Greedy steps: " + "; ".join(s["steps"]) + ".", ""]
+                  "Greedy steps: " + "; ".join(s["steps"]) + "."
+                  + (" Escalation order: " + " -> ".join(s["escalation"]) + "." if s.get("escalation") else ""), ""]
     return "\n".join(lines)
 
 
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost-weight", type=float, default=0.0)
     parser.add_argument("--max-members", type=int, default=4)
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--escalate", action="store_true",
+                        help="give the portfolio an escalation order (fewest LM calls first)")
     parser.add_argument("--test-limit", type=int, default=None, help="held-out examples (default: all)")
     parser.add_argument("--no-member-oracle", dest="member_oracle", action="store_false",
                         help="do not evaluate the other members on test (no oracle bound on test)")

@@ -223,11 +223,15 @@ class _Router:
 
 def build_portfolio(archive: ResumableArchive, task: Task | str, split: str = SELECTION_SPLIT,
                     lm_key: str | None = None, cost_weight: float = 0.0, *, max_members: int = 4, pool: int = 24,
-                    folds: int = 5, seed: int = 0, c: float = 1.0, name: str | None = None) -> PortfolioBuild:
+                    folds: int = 5, seed: int = 0, c: float = 1.0, name: str | None = None,
+                    escalate: bool = False) -> PortfolioBuild:
     """Build a portfolio for ``task`` from ``archive``'s per-example results on ``split`` (the selection set; the
     test split is refused). ``lm_key``: whose results (default: the most common); ``cost_weight``: the run's
     fitness; ``pool``: how many of the best candidates (distinct per-question scores) may join; ``folds``: the
-    cross-validation of the router; ``c``: its regularisation (sklearn's C)."""
+    cross-validation of the router; ``c``: its regularisation (sklearn's C); ``escalate``: give the portfolio an
+    escalation order, its members from the fewest LM calls per question to the most (an answer failing an example
+    its question states then passes the question on; the archive has no record of which answers pass, so the
+    cross-validated score does not count it)."""
     if "test" in split_parts(split):
         raise PortfolioError("a portfolio is built from the selection split only (validation+train); the test "
                              "split is held out to judge it")
@@ -276,7 +280,9 @@ def build_portfolio(archive: ResumableArchive, task: Task | str, split: str = SE
                      + ", ".join(m.name for m in chosen) + "), by a router fitted on their per-question results on "
                      f"the {split} split."),
         inputs=list(chosen[0].genome.inputs), outputs=list(chosen[0].genome.outputs),
-        portfolio=Portfolio(members=[m.genome for m in chosen], router=final),
+        portfolio=Portfolio(members=[m.genome for m in chosen], router=final,
+                            escalation=sorted(range(len(chosen)), key=lambda i: (chosen[i].calls, i))
+                            if escalate and len(chosen) > 1 else []),
         metadata={"members": [m.id for m in chosen], "task": the_task.name, "split": split, "lm_key": lm_key,
                   "cost_weight": cost_weight, "questions": len(labels), "cv_score": round(current.score, 4),
                   "single_best_score": round(chosen[0].score, 4), "oracle_score": round(oracle, 4),

@@ -317,6 +317,8 @@ def test_a_portfolio_of_complementary_systems_routes_each_question_to_the_one_th
         pick = genome.portfolio.router.choose
         assert genome.portfolio.members[pick({"question": task.split("test")[1].inputs["question"]})].name == "coder"
         assert genome.portfolio.members[pick({"question": task.split("test")[0].inputs["question"]})].name == "talker"
+        escalating = build_portfolio(archive, task, escalate=True).genome.portfolio
+        assert escalating is not None and [escalating.members[i].name for i in escalating.escalation][-1] == "allround"
         record = add_portfolio(archive, build)
         assert record.kind == "portfolio" and set(record.parents) == {m.id for m in build.members}
         assert archive.genome(record.genome_id).id == genome.id

@@ -33,6 +33,9 @@ def build(
     max_members: Annotated[int, typer.Option("--max-members", min=1, max=16, help="At most this many "
                                              "members.")] = 4,
     folds: Annotated[int, typer.Option(min=2, max=20, help="Cross-validation folds of the router.")] = 5,
+    escalate: Annotated[bool, typer.Option("--escalate", help="Add an escalation order (fewest LM calls first): "
+                                           "an answer failing an example its question states passes the question "
+                                           "on to the next member.")] = False,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Local benchmark data folder.")] = None,
     task_option: Annotated[list[str] | None, typer.Option("--task-option", help="A task option as NAME=VALUE, as "
                                                           "given to the search.")] = None,
@@ -55,7 +58,7 @@ def build(
         the_task = get_task(task, data_dir=data_dir, **task_options(task_option))
         with Archive.open(archive) as arch:
             built = build_portfolio(arch, the_task, split, lm_key, cost_weight, max_members=max_members,
-                                    folds=folds)
+                                    folds=folds, escalate=escalate)
             for line in built.lines():
                 console.print(escape(line), highlight=False, soft_wrap=True)
             if save:
