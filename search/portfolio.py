@@ -35,7 +35,7 @@ from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.router import Router
 from masforge.genome.schema import Genome, Portfolio
 from masforge.genome.validate import validate
-from masforge.runtime.standalone.router import question_features
+from masforge.runtime.standalone.router import question_features, route_features
 from masforge.search.fitness import Fitness
 
 SELECTION_SPLIT = "validation+train"
@@ -189,15 +189,13 @@ class _Router:
         classes = sorted(set(labels[rows].tolist()))
         if len(classes) == 1:
             return Router(classes=[int(classes[0])])
-        from sklearn.linear_model import LogisticRegression
+        from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn takes a second to import
 
         model = LogisticRegression(C=self.c, max_iter=2000).fit(self.x[rows], labels[rows])
         return Router(classes=[int(c) for c in model.classes_], coef=model.coef_.tolist(),
                       intercept=model.intercept_.tolist())
 
     def picks(self, router: Router, rows: np.ndarray) -> np.ndarray:
-        from masforge.runtime.standalone.router import route_features
-
         data = router.model_dump()
         return np.array([route_features(data, self.x[q].tolist()) for q in rows], dtype=int)
 
