@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 from masforge.errors import ArchiveError
 
 STATUSES = ("active", "promoted", "pruned")
-KINDS = ("config", "code")
+KINDS = ("config", "code", "portfolio")
 
 
 def now_iso() -> str:
@@ -167,7 +167,7 @@ class CandidateRecord(_JsonRecord):
         if self.status not in STATUSES:
             raise ValueError(f"CandidateRecord.status must be one of {', '.join(STATUSES)}, got {self.status!r}")
         if self.kind not in KINDS:
-            raise ValueError(f"CandidateRecord.kind must be 'config' or 'code', got {self.kind!r}")
+            raise ValueError(f"CandidateRecord.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         self.generation = int(self.generation)
 
     @property

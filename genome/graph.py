@@ -135,6 +135,11 @@ def lm_calls_per_example(genome: Genome) -> float:
     times the calls their module makes (a code genome: its ``llm(`` calls, at least 1)."""
     if genome.kind == "code":
         return max(1.0, float((genome.code or "").count("llm(")))
+    if genome.portfolio is not None:  # the costliest member the router may pick, or the whole escalation order
+        body = genome.portfolio
+        per = [lm_calls_per_example(m) for m in body.members]
+        picked = max((per[i] for i in body.router.classes if 0 <= i < len(per)), default=0.0)
+        return max(picked, sum(per[i] for i in set(body.escalation) if 0 <= i < len(per)))
     on_cycle = cyclic_agents(genome)
     return float(sum(_CALLS_PER_MODULE.get(a.module, 1) * a.copies
                      * (genome.topology.rounds if a.id in on_cycle else 1) for a in genome.agents))

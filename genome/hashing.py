@@ -55,8 +55,10 @@ def _has_cycle(agents: list[str], edges: list[tuple[str, str]]) -> bool:
 
 def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
     """The behaviour-relevant content of ``genome`` in a canonical form (JSON-ready)."""
-    data = genome.model_dump(mode="json", exclude=_DOC_FIELDS)
+    data = genome.model_dump(mode="json", exclude=_DOC_FIELDS | {"portfolio"})
     data = _normalise(data)
+    if data["kind"] == "portfolio":
+        return _portfolio_dict(genome, data)
     if data["kind"] == "code":
         # A code genome is its source; config fields are ignored by the runtime.
         code = "\n".join(line.rstrip() for line in (genome.code or "").strip().splitlines())
@@ -84,6 +86,17 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
         if agent.get("signature"):
             agent["signature"] = _canonical_signature(agent["signature"])
     return data
+
+
+def _portfolio_dict(genome: GenomeLike, data: dict[str, Any]) -> dict[str, Any]:
+    """A portfolio is its members (each in its own canonical form, in order: the router's classes index them), its
+    router's numbers (a refitted router is another system) and its escalation order."""
+    body = getattr(genome, "portfolio", None)
+    if body is None:  # invalid (validation says so), but it still gets an id
+        return {"kind": "portfolio", "inputs": data["inputs"], "outputs": data["outputs"], "portfolio": None}
+    return {"kind": "portfolio", "inputs": data["inputs"], "outputs": data["outputs"],
+            "members": [canonical_dict(m) for m in body.members],
+            "router": body.router.model_dump(mode="json"), "escalation": list(body.escalation)}
 
 
 def canonical_json(genome: GenomeLike) -> str:

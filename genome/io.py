@@ -156,7 +156,12 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+class _Row(list):  # type: ignore[type-arg]
+    """A list of numbers written on one line (a router's coefficients: hundreds of numbers per row)."""
+
+
 _Dumper.add_representer(str, _str_presenter)
+_Dumper.add_representer(_Row, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", list(v), flow_style=True))
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 
@@ -166,7 +171,9 @@ def genome_to_data(genome: Genome) -> dict[str, Any]:
     data["kind"] = genome.kind
     data["name"] = genome.name
     order = ["kind", "name", "description", "source", "inputs", "outputs", "agents", "topology", "code",
-             "components", "metadata"]
+             "components", "portfolio", "metadata"]
+    if genome.portfolio is not None:  # members in full, each as a person would write it
+        data["portfolio"]["members"] = [genome_to_data(m) for m in genome.portfolio.members]
     return {k: data[k] for k in order if k in data}
 
 
@@ -184,8 +191,13 @@ def dump_genome(genome: Genome, fmt: str = "yaml") -> str:
     if fmt != "yaml":
         raise GenomeError(f"unknown genome format '{fmt}' (use yaml, json or py)")
     data = genome_to_data(genome)
-    if "topology" in data and "edges" in data["topology"]:
-        data["topology"]["edges"] = [f"{a} -> {b}" for a, b in data["topology"]["edges"]]
+    for part in [data, *(data.get("portfolio") or {}).get("members", [])]:
+        if "topology" in part and "edges" in part["topology"]:
+            part["topology"]["edges"] = [f"{a} -> {b}" for a, b in part["topology"]["edges"]]
+    router = (data.get("portfolio") or {}).get("router")
+    if router:
+        router.update({k: _Row(router[k]) for k in ("classes", "intercept") if k in router})
+        router["coef"] = [_Row(row) for row in router.get("coef", [])]
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
 
 

@@ -26,3 +26,14 @@ VERDICTS = ("pass", "fail")
 ADAPTERS = ("auto", "chat", "json", "plain")
 """How an agent's module talks to its LM (see :mod:`masforge.runtime.standalone.adapters`)."""
 AdapterName = Literal["auto", "chat", "json", "plain"]
+
+# A portfolio router's feature map (computed in :mod:`masforge.runtime.standalone.router`): its version and size,
+# which a genome's checks need without the runtime.
+FEATURE_VERSION = 1
+NUMERIC_FEATURES = ("log_chars", "log_lines", "doctest_lines", "assert_lines", "stated_examples", "has_def",
+                    "digit_share")
+
+
+def feature_count(n_hash: int) -> int:
+    """Length of the feature vector for ``n_hash`` hashed buckets."""
+    return n_hash + len(NUMERIC_FEATURES)

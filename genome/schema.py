@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from masforge.genome.hashing import genome_hash
 from masforge.genome.names import EXECUTE_MODULE, AdapterName
+from masforge.genome.router import Router
 from masforge.input_limits import check_tree, current_limits, env_name
 
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -186,7 +187,7 @@ class Genome(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["config", "code"] = "config"
+    kind: Literal["config", "code", "portfolio"] = "config"
     name: str = Field(default="unnamed", min_length=1)
     description: str = ""
     source: str = Field(default="", description="The idea or paper the system comes from.")
@@ -196,6 +197,8 @@ class Genome(BaseModel):
     topology: Topology = Field(default_factory=Topology)
     code: str | None = Field(default=None, description="Python source defining forward(inputs) for code genomes.")
     components: list[str] = Field(default_factory=list, description="Inventory components this system uses.")
+    portfolio: Portfolio | None = Field(default=None, description="Portfolio genomes only: the member systems, "
+                                        "the router that picks one per question and an optional escalation order.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Lineage and notes; not part of the id.")
 
     @model_validator(mode="before")
@@ -230,3 +233,19 @@ class Genome(BaseModel):
             if agent.id == agent_id:
                 return agent
         raise KeyError(agent_id)
+
+
+class Portfolio(BaseModel):
+    """A portfolio genome's body: member systems (whole genomes, so the file stands alone), the router that sends
+    each question to one of them, and optionally an escalation order (see :mod:`masforge.genome.router`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    members: list[Genome] = Field(min_length=1, description="The member systems, in the order the router's "
+                                  "classes and the escalation order index them.")
+    router: Router
+    escalation: list[int] = Field(default_factory=list, description="Member indices: an answer that fails the "
+                                  "examples its question states passes the question on to the next member here.")
+
+
+Genome.model_rebuild()

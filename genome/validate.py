@@ -21,6 +21,7 @@ from masforge.genome.names import (
     REPORT_FIELD,
     VERDICT_FIELD,
 )
+from masforge.genome.portfolio import portfolio_problems
 from masforge.genome.schema import RESERVED_NODES, Agent, Genome
 from masforge.genome.signature import Signature, parse_signature
 from masforge.genome.tools import tool_names
@@ -166,6 +167,10 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
     bad_name = name_problem(genome.name)
     if bad_name:
         return [bad_name]
+    if genome.kind == "portfolio":
+        return portfolio_problems(genome, lambda member: problems(member, known_tools))
+    if genome.portfolio is not None:
+        return ["portfolio: only portfolio genomes carry members and a router; remove it or set kind: portfolio"]
     if genome.kind == "code":
         return _code_problems(genome)
     if known_tools is None:

@@ -43,6 +43,7 @@ _LAZY = {
     "Archive": ("masforge.archive.store", "Archive"),
     "RunConfig": ("masforge.search.config", "RunConfig"),
     "load_seed": ("masforge.seeds", "load_seed"),
+    "build_portfolio": ("masforge.search.portfolio", "build_portfolio"),
 }
 
 __all__ = sorted(_LAZY)

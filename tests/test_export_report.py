@@ -707,7 +707,7 @@ def test_exported_runtime_is_masforges_own_source() -> None:
     import inspect
 
     from masforge.execution.compile import compile_genome as compile_
-    from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, inline
+    from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, PORTFOLIO_MODULES, inline
     from masforge.runtime.standalone import code_system, command_line, connect, plain_adapter, system
 
     text = export_genome(load_genome(ROOT / "seeds" / "react_calculator.yaml"), "python", "r.py")
@@ -719,7 +719,7 @@ def test_exported_runtime_is_masforges_own_source() -> None:
     assert inspect.getsource(code_system.CodeSystem) in code and "import dspy" not in code
     runner = compile_(load_genome(ROOT / "seeds" / "debate.yaml"), LMClient({"worker": "fake"}, cache=False))
     assert isinstance(runner.runner, system.GraphRunner)  # masforge runs genomes on the same code
-    inline(sorted({*CONFIG_MODULES, *CODE_MODULES, "python_tool"}))  # names unique, imports allowed
+    inline(sorted({*CONFIG_MODULES, *CODE_MODULES, *PORTFOLIO_MODULES, "python_tool"}))  # names unique, imports ok
 
 
 def test_inlining_refuses_what_one_file_cannot_hold(monkeypatch: pytest.MonkeyPatch) -> None:

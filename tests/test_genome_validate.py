@@ -76,7 +76,7 @@ CASES = [
     ("unknown_aggregation", variant(aggregation="mean"),
      ["topology.aggregation", "'last', 'majority_vote', 'run_examples' or 'judge'"]),
     ("unknown_message_passing", variant(message_passing="async"), ["topology.message_passing"]),
-    ("unknown_kind", variant(kind="graph"), ["kind", "'config' or 'code'"]),
+    ("unknown_kind", variant(kind="graph"), ["kind", "'config', 'code' or 'portfolio'"]),
     ("edge_without_arrow", variant(edges=["input -> solver", "solver critic", "critic -> output"]),
      ["topology.edges", "edge 1 'solver critic' is not an edge", "'a -> b' or [a, b]"]),
     ("edge_two_arrows", variant(edges=["input -> solver -> critic", "critic -> output"]),

@@ -18,12 +18,13 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from masforge.archive.records import CandidateRecord, ResultRecord
+from masforge.archive.records import KINDS, CandidateRecord, ResultRecord
 from masforge.archive.store import SORTS, Archive, LineageNode
 from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
 from masforge.genome.diff import diff_genomes
 from masforge.genome.io import dump_genome
+from masforge.genome.schema import Genome
 
 app = typer.Typer(help="Browse an archive.", no_args_is_help=True)
 
@@ -75,12 +76,32 @@ def _label(record: CandidateRecord, task: str | None = None) -> str:
     return "  ".join(parts)
 
 
+def _members_line(genome: Genome) -> str:
+    """A portfolio's members in one line (for the list)."""
+    members = genome.portfolio.members if genome.portfolio else []
+    return "[dim]members: " + escape(", ".join(f"{m.short_id[:8]} {m.name}" for m in members)) + "[/dim]"
+
+
+def _members_table(genome: Genome) -> Table:
+    """A portfolio's members: which the router may choose, and the escalation order."""
+    body = genome.portfolio
+    table = Table(title="portfolio members", title_justify="left")
+    for name in ("#", "id", "name", "kind", "router chooses it", "escalation"):
+        table.add_column(name, overflow="fold")
+    if body is None:
+        return table
+    for i, m in enumerate(body.members):
+        order = str(body.escalation.index(i) + 1) if i in body.escalation else "-"
+        table.add_row(str(i), m.short_id, escape(m.name), m.kind, "yes" if i in body.router.classes else "no", order)
+    return table
+
+
 @app.command("list")
 def list_candidates(
     task: str | None = typer.Option(None, "--task", "-t", help="Only candidates evaluated on this task."),
     split: str | None = typer.Option(None, "--split", help="Only results on this split (e.g. dev, test)."),
     strategy: str | None = typer.Option(None, "--strategy", help="Only candidates made by this search strategy."),
-    kind: str | None = typer.Option(None, "--kind", help="config or code."),
+    kind: str | None = typer.Option(None, "--kind", help="config, code or portfolio."),
     run: str | None = typer.Option(None, "--run", help="Only candidates created by this run id."),
     sort: str = typer.Option("score", "--sort", "-s", help="One of: " + ", ".join(SORTS) + "."),
     top: int = typer.Option(20, "--top", "-n", help="How many rows (0: all)."),
@@ -89,8 +110,8 @@ def list_candidates(
 ) -> None:
     """List candidates, best first (or cheapest, newest generation, newest)."""
     with _opened(archive) as arch:
-        if kind is not None and kind not in ("config", "code"):
-            raise typer.BadParameter("use config or code", param_hint="--kind")
+        if kind is not None and kind not in KINDS:
+            raise typer.BadParameter(f"use {', '.join(KINDS)}", param_hint="--kind")
         rows = arch.list(task=task, split=split, strategy=strategy, kind=kind, run=run, sort=sort,
                          limit=top or None, include_pruned=include_pruned)
         total = len(arch)
@@ -115,6 +136,8 @@ def list_candidates(
         for rec in rows:
             result = rec.result_for(task, split)
             name = escape(rec.name) if wide or rec.status == "active" else f"{escape(rec.name)} ({_status(rec.status)})"
+            if rec.kind == "portfolio":
+                name += "\n" + _members_line(arch.genome(rec.genome_id))
             cells = [rec.short_id, name] + ([rec.kind] if wide else []) + [
                 str(rec.generation), escape(f"{rec.strategy}/{rec.operator}")]
             if task is None:
@@ -158,6 +181,8 @@ def show(
         if rec.rationale:
             info.add_row("rationale", escape(rec.rationale))
         console.print(info)
+        if genome.kind == "portfolio":
+            console.print(_members_table(genome))
         fmt = "py" if genome.kind == "code" else "yaml"
         console.print(f"\n[bold]genome[/bold] (genome.{fmt})")
         console.print(Syntax(dump_genome(genome, fmt), "python" if fmt == "py" else "yaml", word_wrap=True))

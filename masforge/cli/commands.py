@@ -19,6 +19,7 @@ from rich.table import Table
 from masforge.cli import archive as cli_archive
 from masforge.cli import export as cli_export
 from masforge.cli import models as cli_models
+from masforge.cli import portfolio as cli_portfolio
 from masforge.cli.console import (
     console,
     err_console,
@@ -27,6 +28,7 @@ from masforge.cli.console import (
     print_error,
     runnable,
     safe_output_streams,
+    task_options,
     user_errors,
 )
 from masforge.errors import ConfigError, GenomeError, MasforgeError
@@ -68,6 +70,7 @@ def _every_command(
 
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_archive.app, name="archive")
+app.add_typer(cli_portfolio.app, name="portfolio")
 genome_app = typer.Typer(help="Validate, inspect and compare genome files.", no_args_is_help=True)
 app.add_typer(genome_app, name="genome")
 
@@ -93,22 +96,6 @@ NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not reuse ca
 TaskOption = Annotated[list[str] | None, typer.Option(
     "--task-option", help="A task option as NAME=VALUE (e.g. size=1000 for rg: tasks, val_fraction=0.4 for a "
     ".jsonl file); repeat for more. Give the same ones to search, evaluate and compare: they change the split.")]
-
-
-def task_options(values: list[str] | None) -> dict[str, object]:
-    """``--task-option NAME=VALUE`` values as task options (each value read as YAML: 1000, 0.4, true)."""
-    import yaml
-
-    out: dict[str, object] = {}
-    for item in values or []:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--task-option '{item}' must look like NAME=VALUE")
-        try:
-            out[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            out[name.strip()] = raw
-    return out
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
@@ -762,7 +749,11 @@ def genome_schema() -> None:
     """Print the genome JSON Schema (what meta-agents are asked to produce)."""
     from masforge.genome.schema import Genome
 
-    print(json.dumps(Genome.model_json_schema(), indent=2))
+    schema = Genome.model_json_schema()
+    ref = schema.pop("$ref", None)
+    if ref:  # a portfolio's members are genomes, so pydantic writes the genome as a definition: put it on top
+        schema = {**schema["$defs"][ref.rsplit("/", 1)[-1]], "$defs": schema["$defs"]}
+    print(json.dumps(schema, indent=2))
 
 
 @genome_app.command("diff")

@@ -104,3 +104,19 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def task_options(values: list[str] | None) -> dict[str, object]:
+    """``--task-option NAME=VALUE`` values as task options (each value read as YAML: 1000, 0.4, true)."""
+    import yaml
+
+    from masforge.errors import ConfigError
+
+    out: dict[str, object] = {}
+    for item in values or []:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--task-option '{item}' must look like NAME=VALUE")
+        try:
+            out[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            out[name.strip()] = raw
+    return out

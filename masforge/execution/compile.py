@@ -121,6 +121,10 @@ def compile_genome(genome: Genome, client: LMClient) -> Callable[..., SystemResu
     """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward). A system that runs
     generated code (a code genome, an agent with the ``python`` tool) is refused here, before anything is paid,
     when the sandbox lacks a layer the user has not agreed to go without (:class:`SandboxUnavailable`)."""
+    if genome.kind == "portfolio":  # each member compiles here, as it would alone
+        from masforge.execution.portfolio_system import PortfolioSystem
+
+        return PortfolioSystem(genome, client, compile_genome)
     if genome.kind == "code" or any("python" in a.tools for a in genome.agents):
         isolation().require_file_system_layer()
     if genome.kind == "code":

@@ -65,7 +65,9 @@ def found_with(genome_id: str, archive: str | Path) -> LMConfig | None:
     where = Path(archive)
     with Archive.open(where) as arch:
         record = arch.get(genome_id)
+        # a portfolio is built from its members' results on one LM, before any result of its own
+        built_on = arch.genome(genome_id).metadata.get("lm_key") if record.kind == "portfolio" else None
     results = sorted(record.results, key=lambda r: r.evaluated_at)
     if not results:
-        return None
+        return lm_from_key(str(built_on), _run_lms(where)) if built_on else None
     return lm_from_key(results[0].lm_key, _run_lms(where))

@@ -27,6 +27,8 @@ CARRIED = ("masforge.genome.names",)
 CONFIG_MODULES = ("prompts", "masforge.genome.names", "adapters", "reading", "plain_adapter", "examples", "execute",
                   "system", "connect", "litellm_lm", "command_line")
 """What a config export carries, in dependency order."""
+PORTFOLIO_MODULES = (*CONFIG_MODULES, "router", "portfolio")
+"""What a portfolio export carries: a config export's runtime, the router's prediction and the routing."""
 CODE_MODULES = ("connect", "code_system", "command_line")
 """What a code export carries (no dspy)."""
 THIRD_PARTY = ("dspy", "litellm", "json_repair")

@@ -37,6 +37,7 @@ from masforge.errors import ArchiveError, GenomeError
 from masforge.export.inline import (
     CODE_MODULES,
     CONFIG_MODULES,
+    PORTFOLIO_MODULES,
     inline,
     inline_module,
     is_third_party,
@@ -137,6 +138,8 @@ def export_genome(genome: Genome, fmt: str = "python", filename: str | None = No
     found = found_with_settings(parse_lm(lm))
     if genome.kind == "code":
         return _export_code(genome, name, found)
+    if genome.kind == "portfolio":
+        return _export_portfolio(genome, name, found)
     return _export_config(genome, name, found)
 
 
@@ -543,6 +546,107 @@ def _prompts_literal() -> str:
 
     items = [f"    {_lit(k)}: {_py_str(v, 4, 6 + len(_lit(k)))}," for k, v in PROMPTS.items()]
     return "PROMPTS: dict[str, str] = {\n" + "\n".join(items) + "\n}"
+
+
+# ------------------------------------------------------------------------------------------------
+# portfolio genomes
+
+
+def _member_literal(member: Genome) -> str:
+    """One member system as a dict literal: its spec (what SystemSpec takes) with its agents as plain dicts."""
+    from masforge.execution.compile import system_spec
+
+    spec = system_spec(member)
+    agents = {aid: {k: v for k, v in a._asdict().items() if k != "id"} for aid, a in spec.agents.items()}
+    data = {"name": spec.name, "genome_id": member.id, "inputs": spec.inputs, "outputs": spec.outputs,
+            "agents": agents, "predecessors": spec.predecessors, "plan": spec.plan,
+            "output_agents": spec.output_agents, "rounds": spec.rounds, "message_passing": spec.message_passing,
+            "aggregation": spec.aggregation, "judge": spec.judge, "conditions": spec.conditions or {}}
+    return _block(data, 4, 4)
+
+
+def _router_literal(router: dict[str, Any]) -> str:
+    """The router's numbers: settings on one line, each coefficient row on a line of its own."""
+    head = ", ".join(f"{_lit(k)}: {_lit(router[k])}" for k in ("version", "n_hash", "ngrams", "classes"))
+    pad = " " * 12
+    rows = "".join("        [\n" + textwrap.fill(", ".join(_lit(x) for x in row), 118, initial_indent=pad,
+                                                  subsequent_indent=pad) + ",\n        ],\n" for row in router["coef"])
+    return (f"{{{head},\n    \"coef\": [\n{rows}    ],\n    \"intercept\": {_lit(router['intercept'])}}}")
+
+
+def _export_portfolio(genome: Genome, filename: str, found: dict[str, Any]) -> str:
+    from masforge import __version__
+    from masforge.execution.compile import system_spec
+    from masforge.runtime.tools import get_tool
+
+    body = genome.portfolio
+    assert body is not None  # validated by export_genome
+    code = [m.name for m in body.members if m.kind != "config"]
+    if code:
+        raise GenomeError(f"portfolio '{genome.name}': member '{code[0]}' is a code genome, which a portfolio export "
+                          "cannot carry yet; export the portfolio as yaml, or build it from config genomes only")
+    specs = [system_spec(m) for m in body.members]
+    tools_used = sorted({t for s in specs for t in s.needed_tools()} | ({"python"} if body.escalation else set()))
+    module = filename[:-3] if filename.endswith(".py") else filename
+    lines = [f"{_docstring(genome.name)}: a portfolio of multi-agent LLM systems exported from masforge.", ""]
+    if genome.description.strip():
+        lines += [_docstring(_wrap(genome.description)), ""]
+    lines += [
+        f"Genome id: {genome.id}",
+        f"Exported by masforge {__version__}; this module needs only dspy and litellm (no masforge).",
+        "",
+        _wrap("A router (a linear model over features of the question, stored as plain numbers in ROUTER) picks one "
+              "member per question, and that member answers exactly as it would alone, on masforge's own runtime "
+              "inlined below. Members:"),
+        "",
+    ]
+    for i, member in enumerate(body.members):
+        chosen = "" if i in body.router.classes else " (the router never picks it)"
+        lines.append(f"    {i}: {_docstring(member.name)} ({member.short_id}){chosen}")
+    if body.escalation:
+        lines += ["", _wrap("Escalation: an answer that fails an example the question states passes the question on "
+                            "to the next member of " + ", ".join(str(i) for i in body.escalation) + ".")]
+    call = (f'    print(build()({genome.inputs[0]}="What is 17 * 23?").{genome.outputs[0]})\n'
+            f'    print(build().choose({genome.inputs[0]}="..."))    # the member the router picks')
+    lines += ["", *_usage_lines(filename, module, found, genome.inputs[0], call)]
+    if "python" in tools_used:
+        lines += ["", _wrap("NOTE: the python tool runs model-written programs in a child process with a timeout. "
+                            "That is NOT a sandbox (masforge runs them in its sandbox): run this module in a "
+                            "container or VM if that matters.")]
+    out: list[str] = [
+        *_file_head("\n".join(lines), "portfolio", genome),
+        _RULE,
+        "# The portfolio",
+        _RULE,
+        "",
+        f"NAME = {_py_str(genome.name, 0, 7)}",
+        f"GENOME_ID = {_lit(genome.id)}",
+        f"INPUTS = {_block(genome.inputs, 0, 9)}",
+        f"OUTPUTS = {_block(genome.outputs, 0, 10)}",
+        "",
+        "# Each member system: its agents (module kind, signature, full instructions, fields, LM alias, sampling,",
+        "# tools, copies, iterations, prompt adapter), its wiring, execution plan and aggregation (see SystemSpec).",
+        "MEMBERS: list[dict[str, Any]] = [",
+        *[f"    {_member_literal(m)}," for m in body.members],
+        "]",
+        "",
+        "# The router: classes are member indices; one coefficient row per class (one row for two classes), over the",
+        "# features question_features computes (hashed words and word pairs, then a few numbers about the question).",
+        f"ROUTER: dict[str, Any] = {_router_literal(body.router.model_dump())}",
+        "# Member indices an answer failing the question's stated examples escalates along (empty: no escalation).",
+        f"ESCALATION = {_lit(list(body.escalation))}",
+        "",
+        "# The tools' descriptions word for word as masforge shows them to the model.",
+        "TOOL_DESCRIPTIONS = {",
+    ]
+    for name in tools_used:
+        out.append(f"    {_lit(name)}: {_py_str(get_tool(name).description, 4, 6 + len(_lit(name)))},")
+    out += ["}", "", *_found_with_lines(found), "", "", _template("portfolio_entry.py.txt"), "", "",
+            _RULE, "# Runtime: masforge's own (masforge/runtime/standalone), the same for every exported system", _RULE]
+    runtime = inline(PORTFOLIO_MODULES, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
+    reserved = runtime.names | _head_names(out)
+    sections, tool_imports, functions = _tool_sections(tools_used, reserved)
+    return _assemble(out, [*runtime.sections, *sections], runtime.imports | tool_imports, functions, "ToolFn")
 
 
 # ------------------------------------------------------------------------------------------------

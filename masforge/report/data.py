@@ -275,6 +275,9 @@ def _top_systems(archive: Any, top: list[dict[str, Any]]) -> list[TopSystem]:
                 genome = archive.genome(cand["id"])
                 if genome.kind == "code":
                     item.agents = [f"code genome ({len((genome.code or '').splitlines())} lines of forward())"]
+                elif genome.portfolio is not None:
+                    item.agents = [f"member {i}: {m.name} ({m.short_id})"
+                                   for i, m in enumerate(genome.portfolio.members)]
                 else:
                     item.agents = [f"{a.id}: execute (runs code against checks; no LM)" if a.module == EXECUTE_MODULE
                                    else f"{a.id}: {a.module}" + (f" x{a.copies}" if a.copies > 1 else "")
