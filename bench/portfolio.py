@@ -38,6 +38,7 @@ from common import RESULTS, write_keeping_notes  # noqa: E402  (bench/ is the sc
 
 from masforge.archive.records import CandidateRecord  # noqa: E402
 from masforge.archive.store import Archive  # noqa: E402
+from masforge.errors import MasforgeError  # noqa: E402
 from masforge.evaluators.compare import compare  # noqa: E402
 from masforge.evaluators.runner import EvalReport, Evaluator, input_mapping, results_key  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
@@ -188,7 +189,7 @@ def markdown(states: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", required=True)
     parser.add_argument("--archive", action="append", required=True, help="a search's archive (repeat for more)")
@@ -209,11 +210,16 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     data_dir = out.parent / "portfolio"
     data_dir.mkdir(parents=True, exist_ok=True)
-    state = run(args)
+    try:
+        state = run(args)
+    except MasforgeError as exc:  # a bad archive, task or LM: one line, as the CLI says it
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     (data_dir / f"{state['task'].replace('/', '_')}.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
     states = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(data_dir.glob("*.json"))]
     write_keeping_notes(out, markdown(states))
     print(out.read_text(encoding="utf-8"), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

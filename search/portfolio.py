@@ -135,8 +135,11 @@ def _load_members(archive: ResumableArchive, task: Task, split: str, lm_key: str
     results = [(rec, r) for rec in records for r in rec.results
                if r.task == task.name and r.split == split and (lm_key is None or r.lm_key == lm_key)]
     if not results:
+        held = sorted({r.lm_key for rec in records for r in rec.results if r.task == task.name and r.split == split})
+        fix = (f"; it holds results of {', '.join(held)} (an earlier reading revision or another LM): pass one as "
+               f"the lm key (--lm-key)" if held else "; run a search on that task first")
         raise PortfolioError(f"the archive holds no result for task {task.name} split {split}"
-                             + (f" with lm {lm_key}" if lm_key else "") + "; run a search on that task first")
+                             + (f" with lm {lm_key}" if lm_key else "") + fix)
     if lm_key is None:
         lm_key = Counter(r.lm_key for _, r in results).most_common(1)[0][0]
         results = [(rec, r) for rec, r in results if r.lm_key == lm_key]

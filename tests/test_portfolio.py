@@ -367,6 +367,9 @@ def test_only_candidates_scored_on_every_selection_question_count_and_test_is_re
             build_portfolio(archive, task, split="test")
         with pytest.raises(PortfolioError, match="no result for task kinds split validation"):
             build_portfolio(archive, task, split="validation")
+        # results of another LM key (e.g. an earlier reading revision) are named, with the way to use them
+        with pytest.raises(PortfolioError, match=r"with lm other; it holds results of fake .*\(--lm-key\)"):
+            build_portfolio(archive, task, lm_key="other")
 
 
 # ------------------------------------------------------------------------------------------------ CLI
