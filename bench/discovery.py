@@ -58,8 +58,11 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 FINISHED = ("max_candidates", "llm_calls", "strategies finished", "tokens", "dollars", "seconds")
 
 
-def seeds_for(task: str) -> list[str]:
-    """The classic seeds; reflexion_code (a programmer with tests and a reflector) only for code tasks."""
+def seeds_for(task: str, chosen: list[str] | None = None) -> list[str]:
+    """The seeds given (--seeds), else the classic seeds; reflexion_code (a programmer with tests and a reflector)
+    only for code tasks."""
+    if chosen:
+        return list(chosen)
     return CODE_SEEDS if task in CODE_TASKS else CLASSIC_SEEDS
 
 
@@ -108,7 +111,8 @@ def run_strategy(args: argparse.Namespace, strategy: str) -> Path:
     else:
         options = {strategy: dict(o.split("=", 1) for o in args.option if o.startswith(f"{strategy}."))}
         options = {k: {kk.split(".", 1)[1]: _value(v) for kk, v in o.items()} for k, o in options.items() if o}
-        result = masforge.optimize(args.task, strategy=strategy, budget=budget, lm=args.lm, seeds=seeds_for(args.task),
+        result = masforge.optimize(args.task, strategy=strategy, budget=budget, lm=args.lm,
+                                   seeds=seeds_for(args.task, args.seeds),
                                    limit=args.limit, test_top_k=0, concurrency=concurrency, output=args.runs,
                                    name=run_dir.name, seed=args.seed, progress=args.progress,
                                    strategy_options=options or None)
@@ -125,12 +129,13 @@ def warm_seeds(args: argparse.Namespace) -> None:
     summary = _summary(run_dir)
     if summary is not None and summary.get("stop_reason") in FINISHED:
         return
-    budget = {"max_candidates": len(seeds_for(args.task))}
+    budget = {"max_candidates": len(seeds_for(args.task, args.seeds))}
     concurrency = parse_lm(args.lm).max_concurrency
     if (run_dir / "config.yaml").is_file():
         result = masforge.resume(run_dir, concurrency=concurrency, progress=args.progress)
     else:
-        result = masforge.optimize(args.task, strategy="random", budget=budget, lm=args.lm, seeds=seeds_for(args.task),
+        result = masforge.optimize(args.task, strategy="random", budget=budget, lm=args.lm,
+                                   seeds=seeds_for(args.task, args.seeds),
                                    limit=args.limit, test_top_k=0, concurrency=concurrency, output=args.runs,
                                    name=run_dir.name, seed=args.seed, progress=args.progress)
     if result.stop_reason in ("interrupted", "outage"):
@@ -233,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", default="sample_and_test", help="the team's own design to compare with")
     parser.add_argument("--transfer", default=None, help="a second task's test split for the best found overall")
     parser.add_argument("--transfer-limit", type=int, default=None)
+    parser.add_argument("--seeds", nargs="+", default=None,
+                        help="the seeds every strategy starts from (default: the classic seeds of the task)")
     parser.add_argument("--option", action="append", default=[], help="strategy option, e.g. evolve.offspring=2")
     parser.add_argument("--lm", default="local")
     parser.add_argument("--seed", type=int, default=0)
@@ -300,7 +307,8 @@ def _settings(args: argparse.Namespace) -> str:
     return (f"Worker and meta-agent: {cfg.model} (temperature {cfg.temperature}, prompt adapter "
             f"{cfg.resolved_adapter}{f'; served by {_server()}' if cfg.is_local else ''}). Each strategy: a budget "
             f"of {args.calls} LM calls (answers generated; answers already in the shared answer cache are free to "
-            f"every strategy), at most {args.candidates} candidates, seeds {', '.join(seeds_for(args.task))}; "
+            f"every strategy), at most {args.candidates} candidates, seeds "
+            f"{', '.join(seeds_for(args.task, args.seeds))}; "
             f"selection on {args.limit} examples of validation+train, raced against the incumbent; an archive of its "
             f"own. Held-out: {'all' if args.test_limit is None else f'the first {args.test_limit}'} test examples.")
 
