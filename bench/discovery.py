@@ -266,6 +266,18 @@ def main(argv: list[str] | None = None) -> None:
         _save(state_path, state)
         write_markdown(out, data_dir)
     rows = [r for r in state["rows"] if r.get("found")]
+    # The decisive check is for a system the search would hand over: one above the best seed on the selection set.
+    # A best found at or below it leaves the seed as the search's answer (its incumbent), and nothing to check.
+    above = [r for r in rows if r["found"]["selection"] > r["best_seed"]["selection"]]
+    if not above:
+        state.pop("decisive", None)
+    if rows and not above:
+        best = max(rows, key=lambda r: r["found"]["fitness"])
+        state["overall"] = {"strategy": best["strategy"], "name": best["found"]["name"], "id": best["found"]["id"],
+                            "selection": best["found"]["selection"], "kept_seed": best["best_seed"]["name"]}
+        _save(state_path, state)
+        write_markdown(out, data_dir)
+    rows = above
     if rows:
         best = max(rows, key=lambda r: r["found"]["fitness"])  # by selection, never by test
         found = parse_genome_text(best["found"]["yaml"], "discovered", "yaml")
@@ -390,7 +402,13 @@ def task_section(state: dict[str, Any]) -> list[str]:
               "Operator credit (children that beat their parent / children made, most used first):", ""]
     lines += [f"- {r['strategy']}: {_credit_line(r)}" for r in state["rows"]]
     lines.append("")
-    if state.get("overall"):
+    if state.get("overall") and state["overall"].get("kept_seed"):
+        o = state["overall"]
+        lines += [f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} ({o['selection']:.3f} "
+                  f"on the selection set), not above the best seed `{o['kept_seed']}` there: the search's answer "
+                  "stays the seed, so there is no found system to check on the whole test split.", "",
+                  f"**Verdict ({task}):** no system found by the search beat the best seed on the selection set.", ""]
+    elif state.get("overall"):
         o = state["overall"]
         lines.append(f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} "
                      f"({o['selection']:.3f} on the selection set), in `bench/results/discovered/{task}.yaml`.")
