@@ -38,7 +38,7 @@ from common import RESULTS, write_keeping_notes  # noqa: E402  (bench/ is the sc
 
 from masforge.archive.records import CandidateRecord  # noqa: E402
 from masforge.archive.store import Archive  # noqa: E402
-from masforge.errors import MasforgeError  # noqa: E402
+from masforge.errors import ArchiveError, MasforgeError  # noqa: E402
 from masforge.evaluators.compare import compare  # noqa: E402
 from masforge.evaluators.runner import EvalReport, Evaluator, input_mapping, results_key  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
@@ -70,7 +70,9 @@ class Archives:
         return self.archives[0].genome(id_or_prefix)  # the archive's own error for an unknown id
 
     def add(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the bench does not store its portfolio")
+        """Read-only: the bench measures a portfolio without storing it in the archives it reads."""
+        raise ArchiveError("the bench's view over several archives is read-only; store a portfolio with "
+                           "`masforge portfolio build`")
 
 
 def calls_per_question(report: EvalReport) -> float:

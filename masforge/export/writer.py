@@ -28,6 +28,7 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -422,7 +423,6 @@ def _usage_lines(filename: str, module: str, found: dict[str, Any], example_inpu
 def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     from masforge import __version__
     from masforge.execution.compile import system_spec
-    from masforge.runtime.tools import get_tool
 
     spec = system_spec(genome)
     agents = list(spec.agents.values())
@@ -530,11 +530,20 @@ def _export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         "# what the exported python tool really is: see run_python).",
         "TOOL_DESCRIPTIONS = {",
     ]
+    return _finish_export(out, tools_used, found, "config_entry.py.txt", CONFIG_MODULES)
+
+
+def _finish_export(out: list[str], tools_used: Sequence[str], found: Any, entry: str,
+                   modules: Sequence[str]) -> str:
+    """The rest of a config or portfolio export after its own data: the tools' descriptions (``out`` ends opening
+    their dict), the LM it was found with, the entry point template, and masforge's runtime ``modules`` inlined."""
+    from masforge.runtime.tools import get_tool
+
     for name in tools_used:
         out.append(f"    {_lit(name)}: {_py_str(get_tool(name).description, 4, 6 + len(_lit(name)))},")
-    out += ["}", "", *_found_with_lines(found), "", "", _template("config_entry.py.txt"), "", "",
+    out += ["}", "", *_found_with_lines(found), "", "", _template(entry), "", "",
             _RULE, "# Runtime: masforge's own (masforge/runtime/standalone), the same for every exported system", _RULE]
-    runtime = inline(CONFIG_MODULES, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
+    runtime = inline(modules, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
     reserved = runtime.names | _head_names(out)
     sections, tool_imports, functions = _tool_sections(tools_used, reserved)
     return _assemble(out, [*runtime.sections, *sections], runtime.imports | tool_imports, functions, "ToolFn")
@@ -577,7 +586,6 @@ def _router_literal(router: dict[str, Any]) -> str:
 def _export_portfolio(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     from masforge import __version__
     from masforge.execution.compile import system_spec
-    from masforge.runtime.tools import get_tool
 
     body = genome.portfolio
     assert body is not None  # validated by export_genome
@@ -639,14 +647,7 @@ def _export_portfolio(genome: Genome, filename: str, found: dict[str, Any]) -> s
         "# The tools' descriptions word for word as masforge shows them to the model.",
         "TOOL_DESCRIPTIONS = {",
     ]
-    for name in tools_used:
-        out.append(f"    {_lit(name)}: {_py_str(get_tool(name).description, 4, 6 + len(_lit(name)))},")
-    out += ["}", "", *_found_with_lines(found), "", "", _template("portfolio_entry.py.txt"), "", "",
-            _RULE, "# Runtime: masforge's own (masforge/runtime/standalone), the same for every exported system", _RULE]
-    runtime = inline(PORTFOLIO_MODULES, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
-    reserved = runtime.names | _head_names(out)
-    sections, tool_imports, functions = _tool_sections(tools_used, reserved)
-    return _assemble(out, [*runtime.sections, *sections], runtime.imports | tool_imports, functions, "ToolFn")
+    return _finish_export(out, tools_used, found, "portfolio_entry.py.txt", PORTFOLIO_MODULES)
 
 
 # ------------------------------------------------------------------------------------------------
