@@ -32,6 +32,8 @@ def test_without_a_built_server_masforge_runs_llama_cpp_python(tmp_path, monkeyp
 
 def test_a_built_server_is_found_and_raises_the_local_concurrency(tmp_path, monkeypatch):
     monkeypatch.delenv(llama_server.SERVER_ENV, raising=False)
+    monkeypatch.delenv(llama_server.EXTERNAL_ENV, raising=False)
+    monkeypatch.delenv(llama_server.SLOTS_ENV, raising=False)
     monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path))
     built = llama_server.built_path("9.9.9")
     assert built == tmp_path / "bin" / "llama-server-9.9.9"
@@ -40,6 +42,8 @@ def test_a_built_server_is_found_and_raises_the_local_concurrency(tmp_path, monk
     _fake_binary(built)
     assert llama_server.server_binary() == built
     assert parse_lm("local").max_concurrency == llama_server.SLOTS
+    monkeypatch.setenv(llama_server.SLOTS_ENV, "8")
+    assert parse_lm("local").max_concurrency == 8
     monkeypatch.setenv(llama_server.SERVER_ENV, "off")
     assert llama_server.server_binary() is None and parse_lm("local").max_concurrency == 1
 
@@ -53,6 +57,7 @@ def test_a_bad_server_setting_is_one_line(tmp_path, monkeypatch):
 
 def test_native_command_line(tmp_path, monkeypatch):
     binary = _fake_binary(tmp_path / "llama-server")
+    monkeypatch.delenv(llama_server.SLOTS_ENV, raising=False)
     monkeypatch.setenv(llama_server.SERVER_ENV, str(binary))
     cmd = LocalServer("qwen", cache=tmp_path).command(tmp_path / "m.gguf", 4321)
     assert cmd[0] == str(binary)
@@ -63,6 +68,48 @@ def test_native_command_line(tmp_path, monkeypatch):
     assert args["--parallel"] == str(llama_server.SLOTS)
     assert int(args["--ctx-size"]) == 4096 * llama_server.SLOTS  # each slot keeps the single server's context
     assert args["--threads"] == args["--threads-batch"] == str(default_threads())
+    monkeypatch.setenv(llama_server.SLOTS_ENV, "6")
+    args = dict(zip(*[iter(LocalServer("qwen", cache=tmp_path).command(tmp_path / "m.gguf", 4321)[1:-1])] * 2,
+                    strict=True))
+    assert args["--parallel"] == "6" and int(args["--ctx-size"]) == 4096 * 6
+
+
+@pytest.mark.parametrize("raw", ["0", "many", "65", "-2"])
+def test_a_bad_slot_count_is_one_line(monkeypatch, raw):
+    monkeypatch.setenv(llama_server.SLOTS_ENV, raw)
+    with pytest.raises(LocalModelError, match=f"MASFORGE_LOCAL_SLOTS={raw}: give a whole number of slots from 1"):
+        llama_server.configured_slots()
+
+
+def test_an_external_server_is_asked_its_slots(monkeypatch):
+    """masforge sends a running llama.cpp server as many requests at once as it has slots (its /props says)."""
+    import http.server
+    import threading
+
+    class Props(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the handler API)
+            body = b'{"total_slots": 8}' if self.path == "/props" else b"{}"
+            self.send_response(200 if self.path == "/props" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Props)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(llama_server, "_SERVED_SLOTS", {})
+        monkeypatch.setenv(llama_server.EXTERNAL_ENV, f"http://127.0.0.1:{server.server_port}/v1")
+        assert llama_server.local_slots() == 8
+        assert parse_lm("local").max_concurrency == 8
+    finally:
+        server.shutdown()
+    monkeypatch.setattr(llama_server, "_SERVED_SLOTS", {})
+    monkeypatch.setenv(llama_server.EXTERNAL_ENV, "http://127.0.0.1:9/v1")  # nothing there: the started-server rule
+    monkeypatch.setenv(llama_server.SERVER_ENV, "off")
+    assert llama_server.local_slots() == 1
 
 
 NATIVE = None

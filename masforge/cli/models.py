@@ -170,7 +170,7 @@ def status() -> None:
 
         native = llama_server.server_binary()
         if native is not None:
-            console.print(f"server: llama.cpp's own, {llama_server.SLOTS} slots ({escape(str(native))})",
+            console.print(f"server: llama.cpp's own, {llama_server.configured_slots()} slots ({escape(str(native))})",
                           highlight=False)
         else:
             console.print("server: llama-cpp-python's (one request at a time; `masforge models build-server` "
@@ -185,7 +185,8 @@ def build_server() -> None:
 
     with user_errors():
         path = llama_server.build(log=lambda line: console.print(escape(line), highlight=False))
-        console.print(f"the embedded model now runs on {escape(str(path))} with {llama_server.SLOTS} slots "
+        slots = llama_server.configured_slots()
+        console.print(f"the embedded model now runs on {escape(str(path))} with {slots} slots "
                       f"(set {llama_server.SERVER_ENV}=off to go back to llama-cpp-python's server)", highlight=False)
 
 
