@@ -39,8 +39,17 @@ FAILURE_EDITS: dict[str, tuple[str, ...]] = {
     "timeout": ("remove_agent", "change_copies", "change_rounds"),
 }
 """For each kind of wrong answer, the edits that address it (names of :data:`structural.EDITS`)."""
-FAILURE_PRIOR = 2.0
-"""Pseudo-wins an edit that addresses a parent's main failure starts with (against one pseudo-loss)."""
+FIRST_REMEDIES: dict[str, tuple[str, ...]] = {
+    # Execution feedback is what lifts small coders most (self-debugging, CodeT, escalation on failed examples);
+    # more samples without a check mostly add votes for the same wrong program.
+    "exception": ("add_test_gate", "add_escalation", "add_repair_loop", "add_test_writer"),
+    "syntax": ("add_repair_loop",),
+}
+"""Of a failure kind's edits, those tried first: they get the whole prior, its other edits half."""
+FAILURE_PRIOR = 4.0
+"""Pseudo-wins a first remedy of a parent's main failure starts with (against one pseudo-loss). With 14 edits,
+a parent failing its tests draws one of the four execution edits in about 3 draws of 5 and each other edit in
+about 1 of 35; at 2.0 with all six edits equal, HumanEval's run drew two edits without a check (2 of 2)."""
 
 
 @dataclass
@@ -130,12 +139,13 @@ class Credit:
 
 def failure_prior(failures: Mapping[str, int]) -> dict[str, float]:
     """Pseudo-wins per edit for a parent with these failure counts (kinds of wrong answers, see
-    :data:`FAILURE_EDITS`): the edits that address its most common failure get :data:`FAILURE_PRIOR`, those of
-    its other failures half of it."""
+    :data:`FAILURE_EDITS`): the first remedies of its most common failure get :data:`FAILURE_PRIOR`, that
+    failure's other edits half of it, the edits of its other failures a quarter."""
     ranked = sorted(((n, kind) for kind, n in failures.items() if kind in FAILURE_EDITS and n > 0), reverse=True)
     prior: dict[str, float] = {}
     for rank, (_, kind) in enumerate(ranked):
-        weight = FAILURE_PRIOR if rank == 0 else FAILURE_PRIOR / 2
+        first = FIRST_REMEDIES.get(kind, FAILURE_EDITS[kind]) if rank == 0 else ()
         for edit in FAILURE_EDITS[kind]:
+            weight = FAILURE_PRIOR if edit in first else FAILURE_PRIOR / (2 if rank == 0 else 4)
             prior[edit] = max(prior.get(edit, 0.0), weight)
     return prior

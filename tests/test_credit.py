@@ -7,7 +7,7 @@ from collections import Counter
 
 from masforge.genome.schema import Genome
 from masforge.search.context import Proposal, SearchContext
-from masforge.search.credit import FAILURE_EDITS, Credit, failure_prior
+from masforge.search.credit import FAILURE_EDITS, FAILURE_PRIOR, FIRST_REMEDIES, Credit, failure_prior
 from masforge.search.operators.structural import EDITS, mutate, mutate_with, without_agent
 from masforge.search.population import Candidate
 from masforge.seeds import load_seed
@@ -33,12 +33,20 @@ def test_the_bandit_is_deterministic_for_a_seeded_rng():
 
 def test_failure_kinds_favour_the_edits_that_address_them():
     prior = failure_prior({"exception": 9, "syntax": 2, "unknown_kind": 5})
-    assert prior["add_test_gate"] == 2.0 and prior["add_repair_loop"] == 2.0  # both address failing tests
-    assert prior["change_adapter"] == 1.0  # syntax: the second most common failure, half the weight
+    assert prior["add_test_gate"] == prior["add_repair_loop"] == FAILURE_PRIOR  # execution feedback, first
+    assert prior["add_sampled_branch"] == FAILURE_PRIOR / 2  # addresses failing tests too, without a check
+    assert prior["change_adapter"] == FAILURE_PRIOR / 4  # syntax: the second most common failure
+    assert all(set(FIRST_REMEDIES[kind]) <= set(FAILURE_EDITS[kind]) for kind in FIRST_REMEDIES)
     assert all(edit in EDITS or edit.startswith("add_") for kind in FAILURE_EDITS for edit in FAILURE_EDITS[kind])
     rng = random.Random(1)
     picks = Counter(Credit().choose(["add_test_gate", "rewire"], rng, prior) for _ in range(300))
     assert picks["add_test_gate"] > 2 * picks["rewire"]
+    # A parent failing its tests draws an execution edit most of the time, and every edit keeps a chance.
+    names = sorted(EDITS)
+    rng = random.Random(2)
+    picks = Counter(Credit().choose(names, rng, failure_prior({"exception": 30})) for _ in range(2000))
+    execution = sum(picks[e] for e in FIRST_REMEDIES["exception"])
+    assert 0.6 * 2000 < execution < 0.95 * 2000 and picks["rewire"] > 0
 
 
 def test_mutate_with_a_chooser_reports_the_edit_and_uniform_mutate_is_unchanged():
