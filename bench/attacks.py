@@ -27,8 +27,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.runtime.isolation import MODES, isolation  # noqa: E402
-from masforge.runtime.sandbox import run_python  # noqa: E402
+from masforge.sandbox.isolation import MODES, isolation  # noqa: E402
+from masforge.sandbox.runner import run_python  # noqa: E402
 from masforge.testing.hostile import (  # noqa: E402
     ATTACKS,
     Outcome,
@@ -52,7 +52,7 @@ BEGIN, END = f"<!-- sandbox-{SLUG}:begin (bench/attacks.py) -->", f"<!-- sandbox
 def default_mode() -> str:
     """The mode masforge picks with ``MASFORGE_SANDBOX`` unset, asked of a fresh process (as a user gets it)."""
     env = {k: v for k, v in os.environ.items() if k != "MASFORGE_SANDBOX"}
-    out = subprocess.run([sys.executable, "-c", "from masforge.runtime.isolation import isolation; "
+    out = subprocess.run([sys.executable, "-c", "from masforge.sandbox.isolation import isolation; "
                           "print(isolation().mode)"], capture_output=True, text=True, env=env, check=True)
     return out.stdout.strip().splitlines()[-1]
 

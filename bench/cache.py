@@ -21,7 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.tasks import Task  # noqa: E402
-from masforge.runtime.lm import LMCache, LMClient, LMConfig  # noqa: E402
+from masforge.lm.client import LMCache, LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 from masforge.testing.stub_server import StubServer  # noqa: E402
 

@@ -28,7 +28,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from common import RESULTS, child_stub, make_task  # noqa: E402
 
 from masforge.evaluators.runner import Evaluator  # noqa: E402
-from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
+from masforge.lm.client import LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 from masforge.testing.stub_server import StubServer  # noqa: E402
 

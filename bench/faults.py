@@ -29,8 +29,8 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from masforge.errors import LMError  # noqa: E402
-from masforge.runtime.fake_lm import fake_reply  # noqa: E402
-from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
+from masforge.lm.client import LMClient, LMConfig  # noqa: E402
+from masforge.lm.fake import fake_reply  # noqa: E402
 from masforge.search.config import RunConfig  # noqa: E402
 from masforge.search.engine import run_search  # noqa: E402
 from masforge.testing.stub_server import FAULTS, StubServer  # noqa: E402

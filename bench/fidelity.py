@@ -33,7 +33,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
-from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
+from masforge.lm.client import LMClient, parse_lm  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -30,9 +30,9 @@ from dspy.adapters.json_adapter import JSONAdapter  # noqa: E402
 
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.tasks import Task, get_task  # noqa: E402
-from masforge.runtime.dspy_lm import MasforgeLM  # noqa: E402
-from masforge.runtime.fake_lm import fake_reply  # noqa: E402
-from masforge.runtime.lm import LMClient  # noqa: E402
+from masforge.lm.client import LMClient  # noqa: E402
+from masforge.lm.dspy_lm import MasforgeLM  # noqa: E402
+from masforge.lm.fake import fake_reply  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -44,7 +44,7 @@ from masforge.evaluators.runner import EvalReport, Evaluator, input_mapping, res
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.execution.portfolio_system import choose  # noqa: E402
 from masforge.genome.schema import Genome  # noqa: E402
-from masforge.runtime.lm import LMClient, parse_lm  # noqa: E402
+from masforge.lm.client import LMClient, parse_lm  # noqa: E402
 from masforge.search.portfolio import PortfolioBuild, build_portfolio  # noqa: E402
 
 

@@ -42,7 +42,7 @@ from common import RESULTS, child_stub, make_task  # noqa: E402
 
 from masforge.evaluators.executors import make_executor  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
-from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
+from masforge.lm.client import LMClient, LMConfig  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 
 # ------------------------------------------------------------------------------------------- throughput
@@ -161,8 +161,8 @@ TUNE = """
     from masforge.archive.store import Archive
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
-    from masforge.runtime.lm import LMClient, LMConfig
-    from masforge.runtime.budget import Budget
+    from masforge.lm.client import LMClient, LMConfig
+    from masforge.lm.budget import Budget
     from masforge.search.context import SearchContext
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed

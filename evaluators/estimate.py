@@ -1,5 +1,5 @@
 """How long an evaluation will take, said before it starts: LM calls (examples x each system's calls per example)
-at the seconds per call measured on this machine (:mod:`masforge.runtime.lm_rates`), over the requests the LM
+at the seconds per call measured on this machine (:mod:`masforge.lm.rates`), over the requests the LM
 serves at once. Answers already in the answer cache cost nothing, so the estimate is an upper bound when some
 are."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from masforge.genome.graph import lm_calls_per_example
 from masforge.genome.schema import Genome
-from masforge.runtime.lm_config import LMConfig
-from masforge.runtime.lm_rates import seconds_per_call
+from masforge.lm.config import LMConfig
+from masforge.lm.rates import seconds_per_call
 
 
 def calls_per_example(system: Any) -> float:

@@ -13,7 +13,7 @@ Two layers:
   that key) and the gold from `example.target` (and `example.meta` for code tests). They never raise
   on garbage model output: anything unparsable scores `Score(0.0, {"error": ...})`.
 
-Code is executed only through `masforge.runtime.sandbox.run_tests` (an isolated, killable subprocess).
+Code is executed only through `masforge.sandbox.runner.run_tests` (an isolated, killable subprocess).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 from masforge.errors import SandboxError
 from masforge.evaluators.example import Example
-from masforge.runtime.standalone.reading import split_final_answer, unfenced_code
+from masforge.execution.standalone.reading import split_final_answer, unfenced_code
 
 
 @dataclass(frozen=True)
@@ -506,9 +506,9 @@ def code_pass(
     if not code.strip():
         return Score(0.0, {"error": "no code found in the answer", "error_kind": "no_code"})
     try:
-        from masforge.runtime.sandbox import run_tests  # lazy: only code tasks need the sandbox
+        from masforge.sandbox.runner import run_tests  # lazy: only code tasks need the sandbox
     except ImportError as exc:
-        raise SandboxError(f"code metrics need masforge.runtime.sandbox, which failed to import: {exc}") from exc
+        raise SandboxError(f"code metrics need masforge.sandbox.runner, which failed to import: {exc}") from exc
     program = code
     if prompt is not None and entry_point:
         if _defines(code, entry_point):

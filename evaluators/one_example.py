@@ -16,8 +16,8 @@ from masforge.errors import BudgetExceeded, GenomeError, LMError, SandboxError
 from masforge.evaluators.example import Example
 from masforge.evaluators.tasks import Task
 from masforge.execution.result import SystemRunError
+from masforge.lm.trace import Incidents, Trace, watching_incidents
 from masforge.redact import redact, redact_data
-from masforge.runtime.trace import Incidents, Trace, watching_incidents
 
 
 @dataclass

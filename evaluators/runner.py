@@ -33,9 +33,9 @@ from masforge.evaluators.stats import bootstrap_ci
 from masforge.evaluators.tasks import Task
 from masforge.execution.compile import compile_genome
 from masforge.genome.schema import Genome
-from masforge.runtime import lm_rates
-from masforge.runtime.lm import LMClient
-from masforge.runtime.lm_config import LMConfig
+from masforge.lm import rates as lm_rates
+from masforge.lm.client import LMClient
+from masforge.lm.config import LMConfig
 
 READING_REVISION = 4
 """Bumped whenever the way replies are read or scored changes (an adapter's parsing, a metric). Archived results

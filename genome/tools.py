@@ -1,6 +1,6 @@
 """The tool names a genome may give its agents: the built-in tools and every tool registered since.
 
-The tools themselves (what they run) are the runtime's, in :mod:`masforge.runtime.tools`; registering one there
+The tools themselves (what they run) are the runtime's, in :mod:`masforge.sandbox.tools`; registering one there
 names it here, so validation knows it without importing the runtime.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must never fetch its cost map
 
-from masforge.runtime.threadsafe_ast import install as _serialise_ast_parse  # noqa: E402
+from masforge.threadsafe_ast import install as _serialise_ast_parse  # noqa: E402
 
 _serialise_ast_parse()  # before any thread of masforge or of the libraries it drives parses Python
 
@@ -36,10 +36,10 @@ _LAZY = {
     "evaluate": ("masforge.evaluators.runner", "evaluate"),
     "Evaluator": ("masforge.evaluators.runner", "Evaluator"),
     "compare": ("masforge.evaluators.compare", "compare"),
-    "LMClient": ("masforge.runtime.lm", "LMClient"),
-    "LMConfig": ("masforge.runtime.lm", "LMConfig"),
-    "Budget": ("masforge.runtime.budget", "Budget"),
-    "register_tool": ("masforge.runtime.tools", "register_tool"),
+    "LMClient": ("masforge.lm.client", "LMClient"),
+    "LMConfig": ("masforge.lm.client", "LMConfig"),
+    "Budget": ("masforge.lm.budget", "Budget"),
+    "register_tool": ("masforge.sandbox.tools", "register_tool"),
     "Archive": ("masforge.archive.store", "Archive"),
     "RunConfig": ("masforge.search.config", "RunConfig"),
     "load_seed": ("masforge.seeds", "load_seed"),

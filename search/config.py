@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from masforge.errors import ConfigError, TaskError
 from masforge.evaluators.splits import split_parts
 from masforge.input_limits import check_bytes, check_tree, load_yaml
+from masforge.lm.budget import Budget
 from masforge.redact import redact_data
-from masforge.runtime.budget import Budget
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"

@@ -36,8 +36,8 @@ from masforge.evaluators.stats import paired_difference
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
-from masforge.runtime.budget import Budget, Stop, Usage
-from masforge.runtime.lm import LMClient
+from masforge.lm.budget import Budget, Stop, Usage
+from masforge.lm.client import LMClient
 from masforge.search.credit import Credit
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front, is_near_duplicate

@@ -34,11 +34,11 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
+from masforge.lm.budget import Stop, free_lm_warning
+from masforge.lm.client import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
+from masforge.lm.endpoint import catalog_price
 from masforge.redact import install_log_redaction, redact_data
-from masforge.runtime.budget import Stop, free_lm_warning
-from masforge.runtime.endpoint import catalog_price
-from masforge.runtime.isolation import sandbox_status
-from masforge.runtime.lm import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
+from masforge.sandbox.isolation import sandbox_status
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, stored_by_failing_provider
 from masforge.search.fitness import Fitness

@@ -13,8 +13,8 @@ from masforge.evaluators.estimate import Estimate, calls_per_example, estimate
 from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.runtime.budget import Budget
-from masforge.runtime.lm_config import LMConfig
+from masforge.lm.budget import Budget
+from masforge.lm.config import LMConfig
 from masforge.search.config import RunConfig
 
 META_CALLS_PER_PROPOSAL = 2

@@ -128,7 +128,7 @@ def load_inventory(path: str | os.PathLike[str] | None = None) -> list[Component
     Any problem is a one-line :class:`GenomeError` naming the file and the entry, e.g.
     ``components.yaml: components[3] 'critic': agent.tools: unknown tool 'browser' (known: ...)``.
     """
-    from masforge.runtime.tools import tool_names
+    from masforge.sandbox.tools import tool_names
 
     p = Path(path) if path is not None else inventory_path()
     try:

@@ -9,10 +9,10 @@ import pytest
 from masforge.errors import ConfigError
 from masforge.evaluators.metrics import extract_code
 from masforge.execution.compile import agent_adapter, compile_genome
+from masforge.execution.standalone.plain_adapter import PlainAdapter, split_final_answer
 from masforge.genome.schema import Agent, Genome
-from masforge.runtime.adapters import make_adapter, resolve_adapter
-from masforge.runtime.lm import LMClient, LMConfig, parse_lm
-from masforge.runtime.standalone.plain_adapter import PlainAdapter, split_final_answer
+from masforge.lm.adapters import make_adapter, resolve_adapter
+from masforge.lm.client import LMClient, LMConfig, parse_lm
 from masforge.seeds import load_seed
 from masforge.testing import ScriptedResponder
 

@@ -14,7 +14,7 @@ from masforge.archive.store import Archive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import get_task
 from masforge.genome.io import parse_genome_text
-from masforge.runtime.lm import LMCache, LMClient
+from masforge.lm.client import LMCache, LMClient
 from masforge.seeds import load_seed
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"

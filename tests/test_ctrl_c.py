@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from masforge.runtime.lm import LMClient, LMConfig, RequestAbandoned
+from masforge.lm.client import LMClient, LMConfig, RequestAbandoned
 from masforge.testing.stub_server import StubServer
 
 EXIT_WITHIN_S = 10.0

@@ -17,18 +17,18 @@ import pytest
 
 from masforge.errors import GenomeError
 from masforge.execution.compile import compile_genome, system_spec
+from masforge.execution.standalone.execute import gather_checks, written_tests
+from masforge.execution.standalone.python_tool import run_python
+from masforge.execution.standalone.system import GraphRunner
 from masforge.export.writer import export_genome
 from masforge.genome.diff import format_diff
 from masforge.genome.io import parse_genome_text
 from masforge.genome.outline import outline
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems, validate
-from masforge.runtime.dspy_lm import MasforgeLM
-from masforge.runtime.lm import LMClient
-from masforge.runtime.standalone.execute import gather_checks, written_tests
-from masforge.runtime.standalone.python_tool import run_python
-from masforge.runtime.standalone.system import GraphRunner
-from masforge.runtime.tools import run_python_tool
+from masforge.lm.client import LMClient
+from masforge.lm.dspy_lm import MasforgeLM
+from masforge.sandbox.tools import run_python_tool
 from masforge.search.features import llm_calls_estimate
 from masforge.search.operators.prompting import genome_brief
 from masforge.seeds import load_seed, seed_names

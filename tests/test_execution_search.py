@@ -15,10 +15,10 @@ from masforge.evaluators.tasks import Task
 from masforge.execution.compile import system_spec
 from masforge.genome.schema import Genome
 from masforge.genome.validate import agent_signature, problems
+from masforge.lm.budget import Budget
+from masforge.lm.client import LMClient
 from masforge.report.charts import lineage_svg
 from masforge.report.data import LineageNode, _top_systems, execution_genes
-from masforge.runtime.budget import Budget
-from masforge.runtime.lm import LMClient
 from masforge.search.context import SearchContext
 from masforge.search.operators.execution import EXECUTION_EDITS, apply_pattern
 from masforge.search.operators.hygiene import structural_name

@@ -13,7 +13,7 @@ from masforge.errors import ConfigError
 from masforge.evaluators.executors import make_executor
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task, get_task
-from masforge.runtime.lm import Budget, Ledger, LMCache, LMClient, LMConfig
+from masforge.lm.client import Budget, Ledger, LMCache, LMClient, LMConfig
 from masforge.search.config import RunConfig
 from masforge.search.engine import build_executor, run_search
 from masforge.seeds import load_seed

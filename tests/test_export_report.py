@@ -40,8 +40,8 @@ from masforge.export import (
     resolve_genome,
 )
 from masforge.genome.io import load_genome, parse_genome_text
-from masforge.runtime.fake_lm import fake_reply
-from masforge.runtime.lm import LMClient
+from masforge.lm.client import LMClient
+from masforge.lm.fake import fake_reply
 from masforge.seeds import seed_paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +61,8 @@ from types import SimpleNamespace
 
 import dspy
 
-from masforge.runtime.fake_lm import arithmetic_answer as _arith
-from masforge.runtime.fake_lm import fake_reply, input_values, output_fields
+from masforge.lm.fake import arithmetic_answer as _arith
+from masforge.lm.fake import fake_reply, input_values, output_fields
 
 
 def strict_reply(messages, info):
@@ -158,7 +158,7 @@ for name, path in job["modules"].items():
     modules[name] = module
 standalone = not any(m == "masforge" or m.startswith("masforge.") for m in sys.modules)
 
-exec(open(sys.argv[2], encoding="utf-8").read())  # RESPONDER_SRC (imports masforge.runtime.fake_lm: after the check)
+exec(open(sys.argv[2], encoding="utf-8").read())  # RESPONDER_SRC (imports masforge.lm.fake: after the check)
 
 results = {}
 for name, module in modules.items():
@@ -236,7 +236,7 @@ def _assert_no_masforge_dependency(text: str) -> None:
     """The only masforge import an export holds is the optional one that starts the embedded model where masforge is
     installed: inside a function and a try that turns its absence into a one-line hint."""
     lines = re.findall(r"^\s*(?:import|from)\s+masforge\b.*$", text, re.M)
-    assert [ln.strip() for ln in lines] == ["from masforge.runtime.local_model import ensure_local_server"], lines
+    assert [ln.strip() for ln in lines] == ["from masforge.local_model import ensure_local_server"], lines
     tree = ast.parse(text)
     tries = [n for n in ast.walk(tree) if isinstance(n, ast.Try)
              and any(isinstance(b, ast.ImportFrom) and (b.module or "").startswith("masforge") for b in n.body)]
@@ -292,7 +292,7 @@ def test_exported_modules_are_ruff_clean(seed_exports: dict[str, Any]) -> None:
 
 
 def test_exported_tools_match_masforge(seed_exports: dict[str, Any]) -> None:
-    from masforge.runtime.tools import calculate, run_python_tool
+    from masforge.sandbox.tools import calculate, run_python_tool
 
     def load(name: str) -> Any:
         spec = importlib.util.spec_from_file_location(f"tools_{name}", seed_exports["modules"][name])
@@ -562,7 +562,7 @@ def test_plain_adapter_gene_makes_the_same_requests_as_masforge(seed: Path, plai
 
 @pytest.mark.parametrize("seed", CONFIG_SEEDS, ids=lambda p: p.stem)
 def test_lm_configuration_adapter_choice_is_kept_by_the_export(seed: Path, plain_exports: dict[str, Any]) -> None:
-    from masforge.runtime.lm import LMConfig
+    from masforge.lm.client import LMConfig
 
     mine = _masforge_side(seed, RESPONDERS, lm=LMConfig(model="fake", temperature=0.0, adapter="plain"))
     _assert_same(seed.stem, mine, plain_exports["lm"]["results"])
@@ -573,7 +573,7 @@ def test_lm_configuration_adapter_choice_is_kept_by_the_export(seed: Path, plain
 def test_exported_system_on_the_embedded_model_makes_masforges_requests(tmp_path: Path) -> None:
     """A system found on the embedded model runs on it by default, with masforge's auto choice (plain), sending the
     same request bodies as masforge; the 'embedded model' here is a stub server masforge is pointed at."""
-    from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
+    from masforge.local_model import EXTERNAL_API_BASE_ENV
     from masforge.seeds import load_seed
 
     stub_server = pytest.importorskip("masforge.testing.stub_server")
@@ -673,7 +673,7 @@ def test_exports_fail_in_one_line_naming_the_fix(tmp_path: Path) -> None:
 
 def test_export_records_the_lm_it_was_found_with(small_run: Any, tmp_path: Path) -> None:
     from masforge.export.found_with import found_with, lm_from_key
-    from masforge.runtime.lm import LMConfig, parse_lm
+    from masforge.lm.client import LMConfig, parse_lm
 
     cand = _searched(small_run, 1)[0]
     assert found_with(cand.id, small_run.archive_path).model == "fake"  # small_run searched with lm="fake"
@@ -707,8 +707,8 @@ def test_exported_runtime_is_masforges_own_source() -> None:
     import inspect
 
     from masforge.execution.compile import compile_genome as compile_
+    from masforge.execution.standalone import code_system, command_line, connect, plain_adapter, system
     from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, PORTFOLIO_MODULES, inline
-    from masforge.runtime.standalone import code_system, command_line, connect, plain_adapter, system
 
     text = export_genome(load_genome(ROOT / "seeds" / "react_calculator.yaml"), "python", "r.py")
     for obj in (system.GraphRunner, system.AgentProgram, system.normalise_answer, system.format_messages,

@@ -19,10 +19,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from masforge.archive.store import Archive  # noqa: E402
 from masforge.cli import app  # noqa: E402
 from masforge.errors import BudgetExceeded, LMError  # noqa: E402
-from masforge.runtime.budget import Budget, MaxCalls, Patience, Usage, free_lm_warning  # noqa: E402
-from masforge.runtime.fake_lm import fake_reply  # noqa: E402
-from masforge.runtime.ledger import Completion, Ledger  # noqa: E402
-from masforge.runtime.lm import LMClient, LMConfig  # noqa: E402
+from masforge.lm.budget import Budget, MaxCalls, Patience, Usage, free_lm_warning  # noqa: E402
+from masforge.lm.client import LMClient, LMConfig  # noqa: E402
+from masforge.lm.fake import fake_reply  # noqa: E402
+from masforge.lm.ledger import Completion, Ledger  # noqa: E402
 from masforge.search.config import RunConfig  # noqa: E402
 from masforge.search.engine import run_search  # noqa: E402
 from masforge.testing.stub_server import FAULTS, StubServer  # noqa: E402
@@ -113,7 +113,7 @@ def test_client_at_30_percent_faults_classifies_every_fault_and_accounts_exactly
 
 def test_retry_after_is_honoured() -> None:
     waits: list[float] = []
-    import masforge.runtime.lm as lm_module
+    import masforge.lm.client as lm_module
 
     with StubServer(fail_first_n=2, fail_status=429, retry_after=0.01) as stub:
         real_wait = lm_module._Stop.wait  # the backoff's sleep (which a stop cuts short)
@@ -306,7 +306,7 @@ def test_a_rejected_key_stops_a_search_at_once_and_stores_no_score(tmp_path: Pat
 def test_a_stored_score_of_a_refusing_provider_is_never_reused(tmp_path: Path) -> None:
     from masforge.archive.records import ResultRecord
     from masforge.evaluators.runner import results_key
-    from masforge.runtime.lm import parse_lm
+    from masforge.lm.client import parse_lm
     from masforge.seeds import load_seed
 
     # What earlier versions stored when every request got HTTP 401: the seeds at 0.000, as wrong answers.
@@ -340,8 +340,8 @@ def test_evaluate_and_compare_exit_non_zero_on_a_refused_key(tmp_path: Path) -> 
 
 
 def test_evaluate_on_a_local_server_that_is_down_exits_non_zero(tmp_path: Path) -> None:
+    from masforge import local_model
     from masforge.ports import free_port
-    from masforge.runtime import local_model
 
     env = {local_model.EXTERNAL_API_BASE_ENV: f"http://127.0.0.1:{free_port()}/v1"}
     res = _evaluate("cot", "--task", "humaneval", "--lm", "local", "--limit", "2", "--no-cache", env=env)
@@ -361,7 +361,7 @@ def test_an_unreachable_server_stops_a_search_at_once(tmp_path: Path) -> None:
 def test_dollar_budget_holds_for_a_code_genome_sending_a_huge_prompt() -> None:
     from masforge.execution.code import CodeSystem
     from masforge.genome.schema import Genome
-    from masforge.runtime.sandbox import SandboxLimits
+    from masforge.sandbox.runner import SandboxLimits
 
     seen: list[int] = []
 

@@ -22,8 +22,8 @@ from masforge.cli import app
 from masforge.cli.console import masforge_command, runnable
 from masforge.evaluators.estimate import Estimate, duration, estimate
 from masforge.evaluators.tasks import describe_tasks, get_task
-from masforge.runtime import lm_rates
-from masforge.runtime.lm_config import parse_lm
+from masforge.lm import rates as lm_rates
+from masforge.lm.config import parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.progress import describe_event
 from masforge.search.strategies import describe_strategies
@@ -318,7 +318,7 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
 
     from rich.console import Console
 
-    from masforge.runtime import fake_lm
+    from masforge.lm import fake as fake_lm
     from masforge.search import progress
     from masforge.search.config import RunConfig
     from masforge.search.engine import run_search

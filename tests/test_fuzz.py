@@ -35,8 +35,8 @@ from masforge.execution.compile import compile_genome
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Genome
 from masforge.genome.validate import problems
-from masforge.runtime.lm import LMClient
-from masforge.runtime.tools import tool_names
+from masforge.lm.client import LMClient
+from masforge.sandbox.tools import tool_names
 from masforge.search.operators.proposal import MAX_AGENTS, ProposalParseError, parse_proposal
 
 settings.register_profile("ci", max_examples=60, deadline=None, database=None, derandomize=True,

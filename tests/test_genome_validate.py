@@ -233,14 +233,14 @@ def test_validation_knows_the_builtin_tools_without_the_runtime():
             "g = Genome.model_validate({'name': 'g', 'agents': [{'id': 'a', 'module': 'react',"
             " 'tools': ['calculator', 'python']}], 'topology': {'edges': ['input -> a', 'a -> output']}})\n"
             "assert problems(g) == [], problems(g)\n"
-            "assert 'masforge.runtime.tools' not in sys.modules\n")
+            "assert 'masforge.sandbox.tools' not in sys.modules\n")
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     from masforge.genome.tools import BUILTIN_TOOLS
-    from masforge.runtime import tools as runtime_tools
+    from masforge.sandbox import tools as runtime_tools
 
     builtins = {n for n, t in runtime_tools._REGISTRY.items() if t.fn.__module__ == runtime_tools.__name__}
     assert builtins == set(BUILTIN_TOOLS)
@@ -248,7 +248,7 @@ def test_validation_knows_the_builtin_tools_without_the_runtime():
 
 def test_a_tool_registered_in_the_runtime_is_known_to_validation(monkeypatch: pytest.MonkeyPatch):
     from masforge.genome import tools as genome_tools
-    from masforge.runtime import tools as runtime_tools
+    from masforge.sandbox import tools as runtime_tools
 
     monkeypatch.setattr(runtime_tools, "_REGISTRY", dict(runtime_tools._REGISTRY))
     monkeypatch.setattr(genome_tools, "_NAMES", set(genome_tools._NAMES))

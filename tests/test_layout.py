@@ -12,24 +12,32 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 
-# Which layers each layer may import (besides itself and the leaf modules below); DESIGN.md's one-way flow.
+# Which rooms each room may import (besides itself and the leaf modules below); DESIGN.md's one-way flow:
+# evaluators -> execution -> lm / sandbox / local_model -> genome, nothing back up. The exported runtime
+# (execution/standalone/) is a room of its own below the LM client: masforge's LM client sends the request it builds,
+# so an export and masforge cannot drift apart; it reaches the local model only through an optional import.
 ALLOWED = {
     "genome": set(),  # the ground floor: what a system IS needs nothing that runs one
-    "runtime": {"genome"},
-    "execution": {"genome", "runtime"},
-    "evaluators": {"execution", "genome", "runtime"},
+    "local_model": set(),  # the embedded model: catalog, weights, server; it knows no client
+    "sandbox": {"genome"},  # untrusted code and the tools a model calls (tool names live in the genome)
+    "execution.standalone": {"genome", "local_model"},
+    "lm": {"execution.standalone", "genome", "local_model", "sandbox"},  # the fake LM computes with the calculator
+    "execution": {"execution.standalone", "genome", "lm", "sandbox"},
+    "evaluators": {"execution", "execution.standalone", "genome", "lm", "sandbox"},
     "archive": {"genome"},
-    "seeds": {"genome", "runtime"},
-    "search": {"archive", "evaluators", "genome", "runtime", "seeds"},
-    "export": {"archive", "execution", "genome", "runtime", "seeds"},
+    "seeds": {"genome", "sandbox"},
+    "search": {"archive", "evaluators", "execution.standalone", "genome", "lm", "sandbox", "seeds"},
+    "export": {"archive", "execution", "execution.standalone", "genome", "lm", "sandbox", "seeds"},
     "report": {"archive", "genome"},
     # test doubles drive the layers they test (the kill-and-resume harness reads back the archive it checks)
-    "testing": {"archive", "evaluators", "execution", "genome", "runtime"},
+    "testing": {"archive", "evaluators", "execution", "genome", "lm", "sandbox"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
-# whether a recorded process lives and writing the files users name. They import nothing of masforge but each other.
-LEAVES = ("errors", "text", "redact", "input_limits", "processes", "cache_root", "ports", "files")
+# whether a recorded process lives, writing the files users name, loading prompt template files and the
+# thread-safe ``ast.parse``. They import nothing of masforge but each other.
+LEAVES = ("errors", "text", "redact", "input_limits", "processes", "cache_root", "ports", "files", "prompt_templates",
+          "threadsafe_ast")
 
 
 def _modules() -> dict[str, Path]:
@@ -70,6 +78,8 @@ def _graph() -> dict[str, set[str]]:
 
 def _layer(module: str) -> str:
     parts = module.split(".")
+    if parts[1:3] == ["execution", "standalone"]:
+        return "execution.standalone"
     return parts[1] if len(parts) > 1 else "masforge"
 
 
@@ -195,12 +205,14 @@ def test_one_module_owns_the_cache_root() -> None:
 def test_everything_cached_lives_under_the_one_root(tmp_path: Path, monkeypatch) -> None:
     from masforge.cache_root import CACHE_ENV, cache_root
     from masforge.evaluators.datasets import cache_data_dir
-    from masforge.runtime import llama_server, lm_cache, lm_rates, local_model
+    from masforge.lm import cache as lm_cache
+    from masforge.lm import rates as lm_rates
+    from masforge.local_model import llama_server, weights
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)
     root = tmp_path / "c"
     assert cache_root() == root
-    for path in (cache_data_dir(), lm_cache.default_cache_path(), lm_rates._path(), local_model._root(None),
+    for path in (cache_data_dir(), lm_cache.default_cache_path(), lm_rates._path(), weights._root(None),
                  llama_server.built_path("0.0.0")):
         assert path is not None and path.is_relative_to(root), path

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from masforge.errors import LocalModelError
-from masforge.runtime import llama_server
-from masforge.runtime.lm_config import parse_lm
-from masforge.runtime.local_model import LocalServer, default_threads, is_pulled, llama_cpp_version
+from masforge.lm.config import parse_lm
+from masforge.local_model import LocalServer, default_threads, is_pulled, llama_cpp_version, llama_server
 
 
 def _fake_binary(path: Path) -> Path:
@@ -124,7 +123,7 @@ except LocalModelError:
 @pytest.mark.skipif(not llama_cpp_version() or not is_pulled(), reason="needs llama-cpp-python and the model")
 def test_native_server_answers_concurrent_requests_through_masforge(monkeypatch):
     """Four requests at once through masforge's LM client all get full answers from the slots."""
-    from masforge.runtime.lm import LMClient
+    from masforge.lm.client import LMClient
 
     client = LMClient({"worker": parse_lm("local")}, cache=False)
     answers: list[str] = []

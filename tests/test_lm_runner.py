@@ -18,10 +18,10 @@ from masforge.errors import BudgetExceeded, LMError, ProviderError  # noqa: E402
 from masforge.evaluators.runner import Cascade, EvalReport, Evaluator, ExampleResult  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import Task  # noqa: E402
-from masforge.runtime import lm as lm_module  # noqa: E402
-from masforge.runtime.fake_lm import fake_reply  # noqa: E402
-from masforge.runtime.lm import Budget, Ledger, LMCache, LMClient, LMConfig  # noqa: E402
-from masforge.runtime.trace import Incidents  # noqa: E402
+from masforge.lm import client as lm_module  # noqa: E402
+from masforge.lm.client import Budget, Ledger, LMCache, LMClient, LMConfig  # noqa: E402
+from masforge.lm.fake import fake_reply  # noqa: E402
+from masforge.lm.trace import Incidents  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 from masforge.testing import ScriptedResponder, chat_reply  # noqa: E402
 from masforge.testing.stub_server import StubServer  # noqa: E402

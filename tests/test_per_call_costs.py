@@ -9,8 +9,8 @@ from typing import Any
 import dspy
 import pytest
 
-from masforge.runtime.adapters import make_adapter
-from masforge.runtime.trace import AgentCall, LMCall, Trace
+from masforge.lm.adapters import make_adapter
+from masforge.lm.trace import AgentCall, LMCall, Trace
 
 
 @pytest.mark.parametrize(("name", "base"), [("chat", dspy.ChatAdapter), ("json", dspy.JSONAdapter)])
@@ -53,7 +53,7 @@ def test_no_dspy_history_is_kept_for_masforge_runs() -> None:
     """masforge traces every call itself; dspy's history would build a timestamped record of each request and
     answer on every LM call (time per call, and memory over a search)."""
     from masforge.execution.compile import compile_genome
-    from masforge.runtime.lm import LMClient
+    from masforge.lm.client import LMClient
     from masforge.seeds import load_seed
 
     system = compile_genome(load_seed("cot"), LMClient({"worker": "fake"}, cache=False))

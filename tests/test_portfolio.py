@@ -13,13 +13,13 @@ import pytest
 from masforge.errors import GenomeError
 from masforge.execution.compile import compile_genome
 from masforge.execution.portfolio_system import choose
+from masforge.execution.standalone.router import NUMERIC_FEATURES, feature_count, question_features, route_features
 from masforge.genome.hashing import genome_hash
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.router import Router
 from masforge.genome.schema import Genome, Portfolio
 from masforge.genome.validate import problems, validate
-from masforge.runtime.lm import LMCache, LMClient
-from masforge.runtime.standalone.router import NUMERIC_FEATURES, feature_count, question_features, route_features
+from masforge.lm.client import LMCache, LMClient
 from masforge.seeds import load_seed
 from masforge.testing import chat_reply
 

@@ -11,7 +11,7 @@ from masforge.evaluators.racing import Race, RaceSettings
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.runtime.lm import LMClient
+from masforge.lm.client import LMClient
 from masforge.search.config import RunConfig
 from masforge.search.context import SearchContext
 from masforge.search.population import Candidate

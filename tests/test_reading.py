@@ -15,8 +15,8 @@ from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, answer_readings, code_pass, extract_code
 from masforge.evaluators.tasks import Task, get_task
 from masforge.execution.compile import compile_genome
-from masforge.runtime.lm import LMClient, LMConfig
-from masforge.runtime.standalone.reading import split_final_answer, unfenced_code
+from masforge.execution.standalone.reading import split_final_answer, unfenced_code
+from masforge.lm.client import LMClient, LMConfig
 from masforge.seeds import load_seed
 from masforge.testing import ScriptedResponder
 

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.runtime import local_model  # noqa: E402
-from masforge.runtime.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
+from masforge import local_model  # noqa: E402
+from masforge.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _HAVE_REAL = importlib.util.find_spec("llama_cpp") is not None and is_pulled("qwen")
@@ -56,7 +56,7 @@ SLACK = 20
 def pace(qwen) -> float:
     """Seconds per generated token the server manages right now (measured once; several times more on a busy
     machine than on an idle one)."""
-    from masforge.runtime.lm import LMClient, LMConfig
+    from masforge.lm.client import LMClient, LMConfig
 
     probe = LMClient({"worker": LMConfig(model="local", max_tokens=48, temperature=0.0, timeout_s=1800,
                                          num_retries=0)}, cache=False)
@@ -83,7 +83,7 @@ def test_cot_on_three_humaneval_problems(qwen, pace, monkeypatch):
     monkeypatch.delenv("MASFORGE_DATA_DIR")
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
-    from masforge.runtime.lm import LMClient, LMConfig
+    from masforge.lm.client import LMClient, LMConfig
     from masforge.seeds import load_seed
 
     cfg = LMConfig(model="local", max_tokens=192, temperature=0.0, max_concurrency=1,
@@ -118,7 +118,7 @@ def test_io_keeps_the_models_competence_on_humaneval(qwen, pace, full_data_dir):
 
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import get_task
-    from masforge.runtime.lm import LMClient, parse_lm
+    from masforge.lm.client import LMClient, parse_lm
     from masforge.seeds import load_seed
 
     cfg = parse_lm("local")

@@ -8,11 +8,7 @@ import random
 import pytest
 
 from masforge.execution.compile import compile_genome
-from masforge.genome.hashing import genome_hash
-from masforge.genome.io import parse_genome_text
-from masforge.genome.outline import outline
-from masforge.runtime.lm import LMClient
-from masforge.runtime.standalone.examples import (
+from masforge.execution.standalone.examples import (
     answer_code,
     check_program,
     examples_passed,
@@ -20,7 +16,11 @@ from masforge.runtime.standalone.examples import (
     question_imports,
     stated_examples,
 )
-from masforge.runtime.tools import run_python_tool
+from masforge.genome.hashing import genome_hash
+from masforge.genome.io import parse_genome_text
+from masforge.genome.outline import outline
+from masforge.lm.client import LMClient
+from masforge.sandbox.tools import run_python_tool
 from masforge.search.operators.hygiene import structural_name
 from masforge.search.operators.proposal import parse_proposal
 from masforge.search.operators.structural import change_aggregation

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from masforge.errors import BudgetExceeded
-from masforge.runtime.sandbox import (
+from masforge.sandbox.runner import (
     SandboxLimits,
     SandboxResult,
     _kill_uid,

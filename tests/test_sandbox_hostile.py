@@ -17,12 +17,12 @@ import pytest
 
 from masforge.execution.code import MAX_TOOL_CALLS_PER_RUN, CodeSystem
 from masforge.genome.schema import Genome
-from masforge.runtime import isolation as iso_module
-from masforge.runtime import tools as tools_module
-from masforge.runtime.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
-from masforge.runtime.lm import LMClient
-from masforge.runtime.sandbox import SandboxLimits, run_python
-from masforge.runtime.tools import Tool, calculate
+from masforge.lm.client import LMClient
+from masforge.sandbox import isolation as iso_module
+from masforge.sandbox import tools as tools_module
+from masforge.sandbox.isolation import _UidLease, isolation, sandbox_processes, sandbox_status, startup_sweep
+from masforge.sandbox.runner import SandboxLimits, run_python
+from masforge.sandbox.tools import Tool, calculate
 from masforge.testing.hostile import ATTACKS, Attack, forms_of, kill_masforge_mid_run, run_attack
 
 IS_ROOT = os.geteuid() == 0
@@ -111,12 +111,12 @@ def test_calculator_refuses_results_too_large_to_compute():
 def test_missing_layers_are_named_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setenv("MASFORGE_SANDBOX", "process")
     monkeypatch.setattr(iso_module, "_state", {})
-    with caplog.at_level(logging.WARNING, logger="masforge.runtime.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="masforge.sandbox.runner"):
         isolation()
         isolation()
         assert run_python("print(1)").ok
     lines = [r.getMessage() for r in caplog.records
-             if r.name == "masforge.runtime.sandbox" and "missing" in r.getMessage()]
+             if r.name == "masforge.sandbox.runner" and "missing" in r.getMessage()]
     assert len(lines) == 1
     assert "pid and network namespaces" in lines[0] and "private /tmp" in lines[0]
     status = sandbox_status()
@@ -142,7 +142,7 @@ def test_private_file_system_view():
     assert "home" not in top and "var" not in top and "tmp" in top
     # only this run's own directory, and the installation itself where it lives under the temp folder (a clone in
     # /tmp, a CI runner's checkout): bound read-only so the interpreter runs (see isolation._bwrap_prefix)
-    from masforge.runtime.isolation import _python_dirs
+    from masforge.sandbox.isolation import _python_dirs
 
     installed = {d.split("/")[2] for d in _python_dirs() if d.startswith("/tmp/")}
     listed = ast.literal_eval(tmp)
@@ -220,7 +220,7 @@ def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
         probe = (f"import os, sys\nprint(sys.executable, os.path.exists({str(ledger)!r}), "
                  f"os.path.isdir({str(venv / 'bin')!r}))")
         script = (
-            "import masforge.runtime.isolation as iso, masforge.runtime.sandbox as sb\n"
+            "import masforge.sandbox.isolation as iso, masforge.sandbox.runner as sb\n"
             f"iso.CHILD_SCRIPT = sb.CHILD_SCRIPT = {str(child)!r}\n"
             "i = iso.isolation()\n"
             f"r = sb.run_python({probe!r})\n"
@@ -357,7 +357,7 @@ def test_python_parsing_is_serialised_across_threads():
 
 
 def test_the_fake_lm_raises_a_fault_instead_of_answering_otherwise(monkeypatch: pytest.MonkeyPatch):
-    from masforge.runtime import fake_lm
+    from masforge.lm import fake as fake_lm
 
     question = [{"role": "user", "content": "What is 12 * 7?\nFinal answer:"}]
     assert fake_lm.fake_reply(question).endswith("Final answer: 84")

@@ -19,7 +19,7 @@ from masforge.archive.store import Archive
 from masforge.cli import app
 from masforge.errors import ConfigError
 from masforge.evaluators.runner import results_key
-from masforge.runtime.lm import parse_lm
+from masforge.lm.client import parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.engine import run_search
 
@@ -113,7 +113,7 @@ def test_resume_needs_a_run_folder(tmp_path: Path) -> None:
 
 # A script preamble: the fake LM made slow enough that a signal lands in the middle of a search.
 SLOW_FAKE_LM = ("import sys, time\n"
-                "import masforge.runtime.fake_lm as t\n"
+                "import masforge.lm.fake as t\n"
                 "orig = t.fake_reply\n"
                 "def slow(messages, info=None):\n"
                 "    time.sleep(0.02)\n"
@@ -186,8 +186,8 @@ def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
 def test_cli_exit_stops_the_local_servers_before_waiting_for_worker_threads(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """After Ctrl-C, requests still in flight would keep the process alive until they finish generating."""
+    from masforge import local_model
     from masforge.cli import commands
-    from masforge.runtime import local_model
 
     stopped: list[bool] = []
     monkeypatch.setattr(local_model, "shutdown_local_servers", lambda timeout=10.0: stopped.append(True))
@@ -250,7 +250,7 @@ def test_cost_weight_reaches_every_kind_of_task(tmp_path: Path, kind: str) -> No
 def test_a_bad_later_stage_fails_before_any_lm_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
                                                     options: dict, message: str) -> None:
     """The whole pipeline is built and checked first: a bad second stage costs no LM call and no run folder."""
-    from masforge.runtime import fake_lm
+    from masforge.lm import fake as fake_lm
 
     calls: list[object] = []
     real = fake_lm.fake_reply

@@ -13,8 +13,8 @@ from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import PICKING_AGGREGATIONS
-from masforge.runtime.budget import Budget
-from masforge.runtime.lm import LMClient
+from masforge.lm.budget import Budget
+from masforge.lm.client import LMClient
 from masforge.search.context import SearchContext
 from masforge.search.operators import structural
 from masforge.search.operators.hygiene import (

@@ -17,9 +17,9 @@ from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.validate import problems
-from masforge.runtime.budget import Budget
-from masforge.runtime.fake_lm import output_fields
-from masforge.runtime.lm import LMClient
+from masforge.lm.budget import Budget
+from masforge.lm.client import LMClient
+from masforge.lm.fake import output_fields
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.meta import MetaAgent
 from masforge.search.operators.proposal import (

@@ -14,9 +14,9 @@ from masforge.errors import ConfigError
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.runtime.budget import Budget
-from masforge.runtime.fake_lm import output_fields
-from masforge.runtime.lm import LMClient
+from masforge.lm.budget import Budget
+from masforge.lm.client import LMClient
+from masforge.lm.fake import output_fields
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.population import Candidate
 from masforge.search.strategies import Strategy, get_strategy

@@ -19,8 +19,8 @@ from masforge.cli import app
 from masforge.errors import ArchiveError, LMError, ProviderError
 from masforge.genome.io import parse_genome_text
 from masforge.genome.validate import problems
+from masforge.lm.client import LMClient, LMConfig
 from masforge.redact import REDACTED, install_log_redaction, redact, redact_data, register_secret
-from masforge.runtime.lm import LMClient, LMConfig
 from masforge.testing.stub_server import StubServer
 
 TASK = "rg:basic_arithmetic"
@@ -216,7 +216,7 @@ def test_planted_key_echoed_in_401_is_never_written(tmp_path: Path, monkeypatch:
 
 
 def test_a_key_inside_an_answer_is_not_cached_nor_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from masforge.runtime.lm_cache import LMCache
+    from masforge.lm.cache import LMCache
 
     planted = _planted()
     monkeypatch.setenv("MASFORGE_PLANTED_CREDS", planted)

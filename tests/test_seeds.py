@@ -14,9 +14,9 @@ from masforge.execution.compile import compile_genome, normalise_answer
 from masforge.genome.io import parse_genome_text
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems, validate
-from masforge.runtime.fake_lm import fake_reply, input_values, output_fields
-from masforge.runtime.lm import LMClient
-from masforge.runtime.tools import tool_names
+from masforge.lm.client import LMClient
+from masforge.lm.fake import fake_reply, input_values, output_fields
+from masforge.sandbox.tools import tool_names
 from masforge.seeds import Component, load_inventory, load_seed, seed_names, seed_paths
 from masforge.testing import ScriptedResponder, chat_reply
 
@@ -254,14 +254,14 @@ def test_react_calculator_calls_the_calculator():
     ("`10 / 4`", "2.5"),
 ])
 def test_calculator_tool(expression, expected):
-    from masforge.runtime.tools import get_tool
+    from masforge.sandbox.tools import get_tool
 
     assert get_tool("calculator")(expression) == expected
 
 
 @pytest.mark.parametrize("expression", ["3 == 3", "x = 3", "2 ** 5000", "__import__('os')", "(1 + 2"])
 def test_calculator_tool_refuses_what_it_cannot_compute(expression):
-    from masforge.runtime.tools import get_tool
+    from masforge.sandbox.tools import get_tool
 
     assert get_tool("calculator")(expression).startswith("error: ")
 

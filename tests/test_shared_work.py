@@ -164,9 +164,9 @@ TUNE = """
     from masforge.archive.store import Archive
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
-    from masforge.runtime.fake_lm import fake_reply
-    from masforge.runtime.lm import LMClient
-    from masforge.runtime.budget import Budget
+    from masforge.lm.fake import fake_reply
+    from masforge.lm.client import LMClient
+    from masforge.lm.budget import Budget
     from masforge.search.context import SearchContext
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed

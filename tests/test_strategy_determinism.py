@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import masforge
-from masforge.runtime import fake_lm
+from masforge.lm import fake as fake_lm
 from masforge.search.strategies import STRATEGIES
 
 _FAKE_REPLY = fake_lm.fake_reply

@@ -41,8 +41,8 @@ from masforge.evaluators.tasks import (
     register_task,
 )
 
-HAS_SANDBOX = importlib.util.find_spec("masforge.runtime.sandbox") is not None
-needs_sandbox = pytest.mark.skipif(not HAS_SANDBOX, reason="masforge/runtime/sandbox.py is not there yet")
+HAS_SANDBOX = importlib.util.find_spec("masforge.sandbox.runner") is not None
+needs_sandbox = pytest.mark.skipif(not HAS_SANDBOX, reason="masforge/sandbox/runner.py is not there yet")
 
 # ---------------------------------------------------------------------------------------------
 # Text metrics

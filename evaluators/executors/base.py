@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from masforge.evaluators.example import Example
 from masforge.evaluators.one_example import ExampleResult
 from masforge.evaluators.tasks import Task
-from masforge.runtime.lm import LMClient
+from masforge.lm.client import LMClient
 
 
 @dataclass

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, MasforgeError, stop_error
-from masforge.runtime.ledger import Completion, Ledger
-from masforge.runtime.lm_cache import LMCache
+from masforge.lm.cache import LMCache
+from masforge.lm.ledger import Completion, Ledger
 
 CURRENT_WORK: contextvars.ContextVar[str | None] = contextvars.ContextVar("masforge_work", default=None)
 """The example (work item) an LM call on a worker is made for."""

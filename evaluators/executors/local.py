@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors.base import EvalJob, ExampleBatch, Executor
 from masforge.evaluators.one_example import ExampleResult, run_example
-from masforge.runtime.trace import Incidents
+from masforge.lm.trace import Incidents
 
 
 class LocalBatch(ExampleBatch):

@@ -31,7 +31,7 @@ from masforge.evaluators.one_example import ExampleResult, failed_example, run_e
 from masforge.evaluators.tasks import Task
 from masforge.execution.compile import compile_genome
 from masforge.genome.schema import Genome
-from masforge.runtime.lm import LMClient, LMConfig, Responder
+from masforge.lm.client import LMClient, LMConfig, Responder
 
 INSTALL_HINT = "pip install 'masforge[ray]'"
 _WARM_UP = """kind: config

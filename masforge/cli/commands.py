@@ -103,7 +103,7 @@ def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None
     """An LMClient for the CLI's --lm/--meta-lm/--api-base options (credentials checked up front)."""
     from dataclasses import replace
 
-    from masforge.runtime.lm import LMClient, check_credentials, parse_lm
+    from masforge.lm.client import LMClient, check_credentials, parse_lm
 
     worker = parse_lm(lm)
     if api_base:
@@ -136,7 +136,7 @@ def run(
 ) -> None:
     """Run one system on one input: print its answer and a table of every agent call."""
     from masforge.execution.compile import compile_genome
-    from masforge.runtime.lm import LMClient
+    from masforge.lm.client import LMClient
 
     with user_errors():
         g = resolve_genome(genome)
@@ -257,8 +257,8 @@ def _load_system(ref: str) -> object:
 def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, budget_usd: float | None,
                  max_calls: int | None) -> object:
     """The worker client of an evaluation, with its budget (and a warning when a paid LM has no limit)."""
-    from masforge.runtime.budget import Budget, free_lm_warning
-    from masforge.runtime.lm import LMClient
+    from masforge.lm.budget import Budget, free_lm_warning
+    from masforge.lm.client import LMClient
 
     client = make_client(lm, api_base=api_base, cache=not no_cache)
     assert isinstance(client, LMClient)
@@ -833,9 +833,9 @@ def _stop_own_servers() -> None:
     of an abandoned, timed-out example; their connections are cut, so they end at once, booked as abandoned, not
     failed), then stop the local model servers this process started, without waiting for a generation to end
     (it takes minutes on 2 cores). Those evaluations were not finished, so nothing is lost."""
-    lm = sys.modules.get("masforge.runtime.lm")
+    lm = sys.modules.get("masforge.lm.client")
     if lm is not None:
         lm.abandon_requests()
-    local_model = sys.modules.get("masforge.runtime.local_model")
+    local_model = sys.modules.get("masforge.local_model")
     if local_model is not None:
         local_model.shutdown_local_servers(timeout=2.0)

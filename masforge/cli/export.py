@@ -38,7 +38,7 @@ def export(
     from dataclasses import replace
 
     from masforge.export import EXPORT_FORMATS, export_genome, resolve_export, write_export
-    from masforge.runtime.lm_config import parse_lm
+    from masforge.lm.config import parse_lm
 
     with user_errors():
         fmt = fmt.lower()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from masforge.errors import MasforgeError
-from masforge.runtime.trace import Trace
+from masforge.lm.trace import Trace
 
 
 class SystemRunError(MasforgeError):

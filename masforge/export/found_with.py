@@ -1,6 +1,6 @@
 """Which LM a system was found with, read back from its archive results (an export's default LM).
 
-A result is keyed by its LM configuration's :meth:`~masforge.runtime.lm_config.LMConfig.key` (``model@digest``),
+A result is keyed by its LM configuration's :meth:`~masforge.lm.config.LMConfig.key` (``model@digest``),
 which names the model but cannot be inverted into its settings. The settings are recovered from the run that
 wrote the archive (``config.yaml`` beside it) or from the model's defaults, whichever gives the same key;
 failing both, the model with its default settings.
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from masforge.errors import ConfigError
-from masforge.runtime.lm_config import LMConfig, parse_lm
+from masforge.lm.config import LMConfig, parse_lm
 
 
 def lm_from_key(lm_key: str, known: Sequence[LMConfig] = ()) -> LMConfig:

@@ -75,9 +75,9 @@ def _import_module(path: Path) -> ModuleType:
 def load_exported(path: str | Path) -> ExportedSystem:
     """Load an exported module for evaluation.
 
-    Config exports are imported (it is our own export) and built on a :class:`~masforge.runtime.dspy_lm.MasforgeLM` per
+    Config exports are imported (it is our own export) and built on a :class:`~masforge.lm.dspy_lm.MasforgeLM` per
     LM alias, so their LM calls go through the evaluator's client: cache, cost ledger, budget and trace (each
-    agent call is recorded with :func:`masforge.runtime.trace.agent_call`). Code exports are not imported: their
+    agent call is recorded with :func:`masforge.lm.trace.agent_call`). Code exports are not imported: their
     ``SYSTEM_CODE`` is read with ``ast`` and runs in masforge's sandbox as a code genome.
     """
     p = Path(path)
@@ -107,8 +107,8 @@ class _ExportedRunner:
 
     def __init__(self, module: ModuleType, client: Any) -> None:
         from masforge.errors import BudgetExceeded
-        from masforge.runtime.dspy_lm import MasforgeLM
-        from masforge.runtime.trace import agent_call
+        from masforge.lm.dspy_lm import MasforgeLM
+        from masforge.lm.trace import agent_call
 
         self.module = module
         aliases = {spec.get("lm", "worker") for spec in getattr(module, "AGENTS", {}).values()} | {"worker"}
@@ -117,7 +117,7 @@ class _ExportedRunner:
 
     def __call__(self, **inputs: Any) -> Any:
         from masforge.execution.result import SystemResult, SystemRunError
-        from masforge.runtime.trace import recording
+        from masforge.lm.trace import recording
 
         with recording() as trace:
             try:

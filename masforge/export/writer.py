@@ -6,7 +6,7 @@ Formats (``masforge export ID --format ...``):
 * ``python``: ONE standalone Python module that needs only ``dspy`` and ``litellm``.
 
   - A **config** genome becomes readable code: the agents' full instructions as constants, the wiring as plain
-    data, and masforge's own runtime inlined (:mod:`masforge.runtime.standalone`, see :mod:`.inline`): the same
+    data, and masforge's own runtime inlined (:mod:`masforge.execution.standalone`, see :mod:`.inline`): the same
     code masforge runs genomes on, so the prompt adapters, message passing, sample indices and aggregation are
     masforge's by construction and on the same deterministic LM the export gives the same outputs (the tests
     check this for every config seed). ``build()`` returns a ``dspy.Module``; ``python exported.py "question"``
@@ -49,8 +49,8 @@ from masforge.export.marker import EXPORT_FORMAT_VERSION, MARKER_NAME, is_export
 from masforge.files import write_text_file
 from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.schema import Genome
+from masforge.lm.config import LMConfig, parse_lm
 from masforge.redact import redact
-from masforge.runtime.lm_config import LMConfig, parse_lm
 
 EXPORT_FORMATS = ("python", "yaml", "json")
 CODE_WARNING = (
@@ -264,7 +264,7 @@ def _tool_source(name: str, reserved: set[str]) -> _ToolSource | None:
     """The standalone source of registered tool ``name``: its function and the module-level definitions it uses,
     copied from the module that defines it (so the export behaves exactly like masforge's tool). None when the
     function needs more than the standard library (e.g. the sandbox) or its names clash with the runtime's."""
-    from masforge.runtime.tools import get_tool
+    from masforge.sandbox.tools import get_tool
 
     fn = get_tool(name).fn
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
@@ -537,12 +537,13 @@ def _finish_export(out: list[str], tools_used: Sequence[str], found: Any, entry:
                    modules: Sequence[str]) -> str:
     """The rest of a config or portfolio export after its own data: the tools' descriptions (``out`` ends opening
     their dict), the LM it was found with, the entry point template, and masforge's runtime ``modules`` inlined."""
-    from masforge.runtime.tools import get_tool
+    from masforge.sandbox.tools import get_tool
 
     for name in tools_used:
         out.append(f"    {_lit(name)}: {_py_str(get_tool(name).description, 4, 6 + len(_lit(name)))},")
     out += ["}", "", *_found_with_lines(found), "", "", _template(entry), "", "",
-            _RULE, "# Runtime: masforge's own (masforge/runtime/standalone), the same for every exported system", _RULE]
+            _RULE, "# Runtime: masforge's own (masforge/execution/standalone), the same for every exported system",
+            _RULE]
     runtime = inline(modules, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
     reserved = runtime.names | _head_names(out)
     sections, tool_imports, functions = _tool_sections(tools_used, reserved)
@@ -551,7 +552,7 @@ def _finish_export(out: list[str], tools_used: Sequence[str], found: Any, entry:
 
 def _prompts_literal() -> str:
     """The runtime's prompt templates as the literal an export carries (masforge reads them from files)."""
-    from masforge.runtime.standalone.prompts import PROMPTS
+    from masforge.execution.standalone.prompts import PROMPTS
 
     items = [f"    {_lit(k)}: {_py_str(v, 4, 6 + len(_lit(k)))}," for k, v in PROMPTS.items()]
     return "PROMPTS: dict[str, str] = {\n" + "\n".join(items) + "\n}"
@@ -671,7 +672,7 @@ def _code_literal(code: str) -> str:
 
 def _export_code(genome: Genome, filename: str, found: dict[str, Any]) -> str:
     from masforge import __version__
-    from masforge.runtime.tools import tool_names
+    from masforge.sandbox.tools import tool_names
 
     code = (genome.code or "").strip() + "\n"
     module = filename[:-3] if filename.endswith(".py") else filename
@@ -720,7 +721,7 @@ def _export_code(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         "",
         "",
         _RULE,
-        "# Runtime: masforge's own (masforge/runtime/standalone), the same for every exported system",
+        "# Runtime: masforge's own (masforge/execution/standalone), the same for every exported system",
         _RULE,
     ]
     runtime = inline(CODE_MODULES)

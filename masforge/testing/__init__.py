@@ -1,7 +1,7 @@
 """Test doubles and helpers for masforge's own tests and benchmarks: scripted LM replies here, an
 OpenAI-compatible stub server in :mod:`masforge.testing.stub_server`, and hostile programs that prove the
 sandbox holds in :mod:`masforge.testing.hostile`. Production code never imports this package (the
-``--lm fake`` model is :mod:`masforge.runtime.fake_lm`)."""
+``--lm fake`` model is :mod:`masforge.lm.fake`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from masforge.runtime.fake_lm import fake_reply
+from masforge.lm.fake import fake_reply
 
 
 def _prompt(messages: Sequence[dict[str, Any]]) -> str:

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from masforge.runtime.isolation import _process_uids, isolation
+from masforge.sandbox.isolation import _process_uids, isolation
 
 IDENTIFY = (
     "import os as _os\n"
@@ -631,7 +631,7 @@ class SandboxRecorder:
 
     def __enter__(self) -> SandboxRecorder:
         import masforge.execution.code as code_module
-        import masforge.runtime.sandbox as sandbox_module
+        import masforge.sandbox.runner as sandbox_module
 
         original = sandbox_module.run_python
 
@@ -716,8 +716,8 @@ def _run_genome(attack: Attack, probe: Probe, recorder: SandboxRecorder) -> tupl
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
     from masforge.genome.schema import Genome
-    from masforge.runtime.lm import LMClient
-    from masforge.runtime.sandbox import SandboxLimits
+    from masforge.lm.client import LMClient
+    from masforge.sandbox.runner import SandboxLimits
 
     task = Task.from_callable(lambda outputs: float(outputs.get("answer") == "42"), examples=[{"question": "go"}],
                               name="hostile")
@@ -736,7 +736,7 @@ def _run_answer(attack: Attack, probe: Probe, recorder: SandboxRecorder) -> tupl
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Example, Task
     from masforge.genome.schema import Genome
-    from masforge.runtime.lm import LMClient
+    from masforge.lm.client import LMClient
 
     hostile = answer_code(attack, probe)
     meta = {"test": "assert answer == 42, 'the hostile program finished'", "timeout_s": attack.timeout_s}
@@ -1005,6 +1005,6 @@ def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait
             proc.kill()
             proc.wait()
     time.sleep(1.0)  # the sandbox notices its parent is gone and exits
-    subprocess.run([sys.executable, "-c", "from masforge.runtime.isolation import isolation; isolation()"],
+    subprocess.run([sys.executable, "-c", "from masforge.sandbox.isolation import isolation; isolation()"],
                    env=full_env, cwd=workdir, capture_output=True, timeout=120, check=False)
     return LeftoverOutcome(written, _run_dir_bytes(proc.pid))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.cache_root import CACHE_ENV
-from masforge.runtime.fake_lm import fake_reply
+from masforge.lm.fake import fake_reply
 from masforge.testing.stub_server import StubServer
 
 RUN_NAME = "run"

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from masforge.errors import BudgetExceeded, MasforgeError
+from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.schema import MODULE_KINDS, Genome
-from masforge.runtime.lm import LMClient
-from masforge.runtime.standalone.plain_adapter import strip_think
+from masforge.lm.client import LMClient
 from masforge.search.context import Proposal
 from masforge.search.features import scaled_features
 from masforge.search.operators.hygiene import copied_example, descriptive_name, placeholder_instructions
@@ -257,7 +257,7 @@ class MetaAgent:
         return self._examples[ctx.task.name]
 
     def _format(self, kind: GenomeKind, ctx: SearchContext | None) -> str:
-        from masforge.runtime.tools import tool_names
+        from masforge.sandbox.tools import tool_names
 
         tools = ", ".join(tool_names())
         if kind == "code":

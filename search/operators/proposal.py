@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.io import format_validation_error
 from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD, VERDICTS
 from masforge.genome.outline import outline
@@ -25,8 +26,7 @@ from masforge.genome.schema import AGENT_MODULES, AGGREGATIONS, Agent, Aggregati
 from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
-from masforge.runtime.adapters import ADAPTERS
-from masforge.runtime.standalone.plain_adapter import strip_think
+from masforge.lm.adapters import ADAPTERS
 
 GenomeKind = Literal["config", "code"]
 
@@ -127,7 +127,7 @@ def proposal_json_schema() -> dict[str, Any]:
     length is bounded by ``max_tokens`` instead. Agent ids follow the genome's identifier pattern and tools
     are an enum of the registered tools, so those two mistakes cannot be generated at all.
     """
-    from masforge.runtime.tools import tool_names
+    from masforge.sandbox.tools import tool_names
 
     agent = {
         "type": "object",

@@ -14,7 +14,7 @@ from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.outline import outline
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Agent, Genome
 from masforge.genome.validate import problems
-from masforge.runtime.adapters import ADAPTERS
+from masforge.lm.adapters import ADAPTERS
 from masforge.search.operators.execution import EXECUTION_EDITS, prune_conditions
 from masforge.search.operators.proposal import MAX_AGENTS
 

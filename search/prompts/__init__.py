@@ -1,6 +1,6 @@
 """The meta-agent's and co-evolution's prompt templates (``<name>.txt`` in this folder)."""
 
-from masforge.runtime.prompts import Templates
+from masforge.prompt_templates import Templates
 
 _SEARCH = Templates(__name__)
 template = _SEARCH.template

@@ -37,9 +37,9 @@ import re
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
+from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
-from masforge.runtime.standalone.plain_adapter import strip_think
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.execution import EXECUTION_EDITS
 from masforge.search.operators.prompting import genome_brief

@@ -472,7 +472,7 @@ class Knapsack(Strategy):
         return comp is not None and self.values.get(comp.id, ComponentValue(comp.id, "tool", 0)).broken is not None
 
     def _smoke_tool(self, comp: Any) -> ComponentValue:
-        from masforge.runtime.tools import get_tool
+        from masforge.sandbox.tools import get_tool
 
         cv = ComponentValue(comp.id, "tool", comp.cost)
         arg, expected = TOOL_SMOKE.get(comp.tool, ("1", None))

@@ -58,7 +58,7 @@ from masforge.genome.graph import answers_at_output, cyclic_agents
 from masforge.genome.names import EXECUTE_MODULE as EXECUTE
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
-from masforge.runtime.adapters import ADAPTERS
+from masforge.lm.adapters import ADAPTERS
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import TEMPERATURES
 from masforge.search.population import Candidate

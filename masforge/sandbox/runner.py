@@ -1,0 +1,798 @@
+"""Run untrusted Python (code written by an LLM) in an isolated child process.
+
+Everything untrusted that masforge executes goes through `run_python`: code genomes (a generated
+``forward(...)`` whose LLM calls come back to the parent over a narrow RPC channel), benchmark metrics
+(a code answer run against its unit tests, see `run_tests`) and the agents' ``python`` tool. The code
+never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
+
+How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
+``masforge/sandbox/_sandbox_child.py`` (compiled once per process, handed over in a sealed in-memory file) inside
+the OS layers of `masforge.sandbox.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
+from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
+*judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
+with that channel closed) installs the audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
+function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as
+in the official HumanEval harness: a solution's demo code or ``input()`` cannot break its tests, an entry call does
+not run demo code); ``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code
+itself, calling the module's functions in the worker: only plain data crosses back (an object of the code stays an
+opaque handle), so a test compares with the judge's own objects. The judge's result and the RPC requests it relays
+travel as JSON lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``),
+separate from the captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70),
+so nothing the code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and
+watches the wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU
+time spent serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
+
+Enforced (Linux), first the OS layers (see `masforge.sandbox.isolation` for which hold on this machine; a
+missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
+bubblewrap's file-system layer, generated code does not run at all (one line with
+the fix, see `masforge.errors.SandboxUnavailable`) unless the user chose a weaker mode with ``MASFORGE_SANDBOX``:
+
+* **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
+  it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
+  for ``unshare`` and plain processes, the *lifeline*: a pipe only the parent writes to; its EOF makes
+  the bootstrap kill the run). Its own network namespace (no network at all, not even
+  ``127.0.0.1``, unless ``limits.network``), IPC and UTS namespaces.
+* **File system** (bubblewrap): a read-only view of the system directories, the Python installation
+  and the bootstrap only (no project folder, no home directories); private ``/tmp`` (``disk_mb``)
+  and ``/dev/shm`` tmpfs; ``/proc`` of the namespace only. The run directory is a fresh folder in
+  that ``/tmp``: nothing a run writes is visible to another run or survives it.
+* **Unprivileged uid (when the parent is root)**: each run gets its *own* uid (``1_500_000_000 +
+  slot``, slots claimed with ``flock``, so exclusive across processes), not the shared ``nobody``:
+  concurrent sandboxes cannot signal or read each other, and ``max_processes`` is per run. A uid is
+  never handed out while a process of it lives: the bootstrap kills its uid's other processes before
+  exiting, the parent sweeps the uid after an abnormal end (always, without a PID namespace), a slot
+  whose holder died mid-run is swept before reuse and the first use in a process sweeps all free
+  slots. When the parent is not root the uid is kept (``RLIMIT_NPROC`` then counts all processes of
+  that user). Directories of ``sys.path`` the uid cannot reach stay importable read-only through
+  directory fds opened before the drop.
+* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
+  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
+  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
+  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
+  Printing far more than ``max_output_bytes`` (64 MB or 4x, whichever is more) kills the run.
+* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL.
+* **Scrubbed environment**: built from an allow-list, not filtered: ``PATH`` (fixed system value),
+  ``LANG=C.UTF-8``, ``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR``. No API keys or tokens reach the
+  child. (``-E`` is not used so that ``PYTHONHASHSEED`` takes effect; the environment holds no other
+  ``PYTHON*`` variable, so this is equivalent to ``-I`` plus a fixed hash seed.)
+* **Fresh interpreter**: ``-S`` (no ``site``: no ``.pth`` files, so not even masforge's editable
+  install is importable by default), ``-P`` (the bootstrap's directory is not on ``sys.path``),
+  ``-s`` (no user site). ``sys.path`` is the private directory, the stdlib and the interpreter's
+  site-packages (plain directory only, ``.pth`` files are not processed). Parent fds are closed.
+* **Audit hook** (a second layer only, installed after the bootstrap's own imports and before the
+  code runs): raises ``PermissionError`` on network calls (unless ``limits.network``), starting
+  processes (``subprocess``, ``os.system/exec*/spawn*/posix_spawn*/fork/forkpty``, ``pty.spawn``),
+  ``ctypes.dlopen``, ``gc.get_objects/get_referrers/get_referents``, new interpreters, signalling or
+  ``prlimit``-ing other processes, opening a file for writing and ``remove/rename/mkdir/rmdir/chmod/
+  chown/utime/truncate/link/symlink/xattr`` outside the private directory (``/dev/null``,
+  ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite database file outside it, opening
+  ``/proc/<pid>/...`` of another process. Importing ``ctypes``, ``_posixsubprocess`` or the
+  sub-interpreter and test C-API modules raises ``ImportError``. The hook has no switch and reads no
+  global, builtin or ``os.path`` function at call time, so walking frames or patching modules does
+  not turn it off. These are reported with ``error_kind="blocked"``.
+* **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU / CPU limit -> ``"cpu"``, wall clock ->
+  ``"timeout"``, blocked operation -> ``"blocked"``, ``SyntaxError`` of the code -> ``"syntax"``,
+  non-JSON return value or an output flood -> ``"output"``, other exception (including
+  ``SystemExit``, so a solution cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death
+  by another signal or exit without a result -> ``"killed"``.
+
+Not enforced / limits of this design:
+
+* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it can (e.g. a
+  path object whose ``__fspath__`` answers differently to the hook and to ``open``; unaudited C-level
+  calls such as ``os.mkfifo`` or ``os.open(..., dir_fd=...)``). What then holds are the OS layers:
+  with bubblewrap such writes land in the run's private ``/tmp`` or fail on the read-only view;
+  without it, the uid's permissions decide (world-writable host directories such as ``/tmp`` are
+  then writable: the start-up line says so).
+* Without bubblewrap, reading is not restricted beyond permissions: files readable by the sandbox
+  uid (everyone's, when root; the user's own, when not root) are readable.
+* Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
+* No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
+  the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
+* The judge sees the code only through its worker's answers: a test passes when the values the code returns are
+  the expected ones. Code that knows the tests can still special-case their inputs, or redefine a helper the
+  tests call (as in one process, a function of the code hides the built-in of that name); nothing it prints or
+  writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
+  ``ctypes``, if present) so that the worker, which has the same uid, cannot reach into it.
+* POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
+
+Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and
+``exec`` and is documented as unsafe in a multi-threaded parent (possible deadlock), and evaluations
+call `run_python` from many threads. The bootstrap sets them instead, before any untrusted code runs,
+which is equivalent for the code under test; `subprocess.Popen` then needs no Python code in the
+forked child.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from masforge.errors import BudgetExceeded, SandboxError
+from masforge.sandbox.isolation import (
+    SAFE_PATH,
+    Isolation,
+    _kill_uid,
+    _UidLease,
+    child_command,
+    host_run_dir,
+    isolation,
+    remove_tree,
+    sandbox_status,
+)
+
+__all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_available", "run_python",
+           "run_tests", "sandbox_status"]
+
+RpcHandler = Callable[[str, dict[str, Any]], Any]
+"""``(method, {"args": [...], "kwargs": {...}}) -> JSON-able result``; raising sends the error back
+to the child, where it is raised as ``RuntimeError("<ExceptionType>: <message>")``."""
+
+_MAX_OPEN_FILES = 256
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Largest message between sandboxed code and masforge (an ``llm()`` prompt, a return value): a larger one is
+refused with a one-line error (no model reads a million tokens, and parsing or pricing it would cost the parent)."""
+_PARENT_MESSAGE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # the judge's envelope around a message of the code
+_EXIT_OK, _EXIT_FATAL = 0, 70  # the judge's exit statuses for success and a failed set-up (see _sandbox_child)
+_OUTPUT_KILL_BYTES = 64 * 1024 * 1024
+"""Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
+_DRAIN_GRACE_S = 2.0
+_READ_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one sandboxed run."""
+
+    timeout_s: float = 30.0
+    """Wall clock (excluding time the parent spends serving RPC); then SIGKILL to the process group."""
+    memory_mb: int = 1024
+    """Address space of the child (RLIMIT_AS)."""
+    cpu_s: int | None = None
+    """CPU seconds (RLIMIT_CPU); default ``ceil(timeout_s) + 1``."""
+    file_size_mb: int = 16
+    """Largest file the child may write (RLIMIT_FSIZE)."""
+    max_processes: int = 32
+    """Processes and threads of the sandbox uid (RLIMIT_NPROC); per run when the parent is root."""
+    max_output_bytes: int = 1_000_000
+    """Captured stdout and stderr (each) are truncated beyond this; far beyond it the run is killed."""
+    disk_mb: int = 256
+    """Size of the private /tmp that holds the run directory (with bubblewrap; else no disk quota)."""
+    network: bool = False
+    """Allow network access (no network namespace, the audit hook lets sockets through)."""
+
+    def effective_cpu_s(self) -> int:
+        """The CPU limit actually applied."""
+        return self.cpu_s if self.cpu_s is not None else math.ceil(self.timeout_s) + 1
+
+    def validate(self) -> None:
+        """Raise ValueError for a limit that cannot work."""
+        if not self.timeout_s > 0:
+            raise ValueError(f"SandboxLimits.timeout_s must be > 0, got {self.timeout_s!r}")
+        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes", "disk_mb"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
+        if self.cpu_s is not None and (not isinstance(self.cpu_s, int) or self.cpu_s <= 0):
+            raise ValueError(f"SandboxLimits.cpu_s must be a positive int or None, got {self.cpu_s!r}")
+
+
+@dataclass
+class SandboxResult:
+    """What happened to one sandboxed run (a failing run is a result, not an exception)."""
+
+    ok: bool
+    """The code ran and the entry function (if any) returned without exception."""
+    value: Any
+    """JSON-decoded return value of the entry function (None without entry or on failure)."""
+    error: str | None
+    """One line, e.g. ``"ZeroDivisionError: division by zero"``; None when ok."""
+    error_kind: str | None
+    """timeout, memory, cpu, exception, syntax, killed, blocked or output; None when ok."""
+    traceback: str | None
+    """The child's traceback text without the bootstrap's frames, trimmed (for a meta-agent)."""
+    stdout: str
+    stderr: str
+    duration_s: float
+    """Wall time of the whole call, including time spent serving RPC."""
+    rpc_calls: int
+
+
+def network_namespace_available() -> bool:
+    """Whether sandboxed code runs in its own network namespace (no network at all)."""
+    return isolation().pid_namespace
+
+
+# --------------------------------------------------------------------------------------------------
+# the parent side of one run
+
+
+class _Capture:
+    """stdout or stderr of the child, kept up to a byte limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self) -> str:
+        text = self.data.decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[... {self.dropped} more bytes truncated ...]"
+        return text
+
+
+class _Supervisor:
+    """Pumps the child's pipes, serves RPC, enforces the wall clock; one instance per run."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        chan_r: int,
+        reply_w: int,
+        limits: SandboxLimits,
+        rpc: RpcHandler | None,
+        rpc_names: frozenset[str],
+        timed_names: frozenset[str],
+        iso: Isolation,
+    ) -> None:
+        self.proc = proc
+        self.pgid = proc.pid  # start_new_session: the child leads its own group
+        self.chan_r = chan_r
+        self.reply_w = reply_w
+        self.limits = limits
+        self.rpc = rpc
+        self.rpc_names = rpc_names
+        self.timed_names = timed_names
+        self.iso = iso
+        self.output_kill_bytes = max(_OUTPUT_KILL_BYTES, 4 * limits.max_output_bytes)
+        self.output_exceeded = False
+        self.stdout = _Capture(limits.max_output_bytes)
+        self.stderr = _Capture(limits.max_output_bytes)
+        self.result: dict[str, Any] | None = None
+        self.fatal: str | None = None
+        self.started = False
+        self.protocol_error: str | None = None
+        self.timed_out = False
+        self.exited = False
+        self.reaped = False
+        self.rpc_calls = 0
+        self.returncode: int | None = None
+        self.cpu_s_used = 0.0
+        self._chan_buf = bytearray()
+        self._reply_buf = bytearray()
+        self._sel = selectors.DefaultSelector()
+        self._pidfd: int | None = None
+        # a timed RPC (e.g. a tool) runs in a thread while the clock runs; it wakes the loop via a pipe
+        self._timed_lock = threading.Lock()
+        self._timed_outcome: tuple[bool, Any] | None = None
+        self._wake_r, self._wake_w = os.pipe()
+
+    # -- process control --------------------------------------------------------------------------
+
+    def kill_group(self) -> None:
+        """SIGKILL the child's process group (safe until the child is reaped: the pgid is pinned)."""
+        if self.reaped:
+            return
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _has_exited(self) -> bool:
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def reap(self) -> None:
+        """Wait for the child (after it exited or was killed) and record status and CPU time."""
+        if self.reaped:
+            return
+        try:
+            _, status, usage = os.wait4(self.proc.pid, 0)
+        except ChildProcessError:
+            self.returncode = self.proc.returncode
+        else:
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self.cpu_s_used = usage.ru_utime + usage.ru_stime
+            self.proc.returncode = self.returncode
+        self.reaped = True
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Pump until the child has exited and its pipes are drained (or the grace period ends)."""
+        sel = self._sel
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        streams = {self.proc.stdout.fileno(): self.stdout, self.proc.stderr.fileno(): self.stderr}
+        for fd in (*streams, self.chan_r, self.reply_w):
+            os.set_blocking(fd, False)
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ, "stream")
+        sel.register(self.chan_r, selectors.EVENT_READ, "chan")
+        os.set_blocking(self._wake_r, False)
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        else:
+            sel.register(self._pidfd, selectors.EVENT_READ, "exit")
+        open_inputs = len(streams) + 1
+        deadline = time.monotonic() + self.limits.timeout_s
+        exit_time = 0.0
+        while True:
+            now = time.monotonic()
+            if not self.exited and self._pidfd is None and self._has_exited():
+                self._on_exit()
+                exit_time = now
+            if self.exited:
+                if open_inputs == 0 or now >= exit_time + _DRAIN_GRACE_S:
+                    return
+                wait = exit_time + _DRAIN_GRACE_S - now
+            else:
+                if now >= deadline and not self.timed_out:
+                    self.timed_out = True
+                    self.kill_group()
+                if self.timed_out:
+                    if now >= deadline + 10.0:  # SIGKILLed but not gone (uninterruptible sleep?)
+                        return
+                    wait = 0.1
+                else:
+                    wait = deadline - now
+            if self._pidfd is None:
+                wait = min(wait, 0.02)
+            for key, _ in sel.select(max(wait, 0.0)):
+                kind = key.data
+                if kind == "exit":
+                    sel.unregister(key.fd)
+                    self._on_exit()
+                    exit_time = time.monotonic()
+                elif kind == "stream":
+                    if not self._read_stream(key.fd, streams[key.fd]):
+                        open_inputs -= 1
+                elif kind == "chan":
+                    spent, still_open = self._read_channel()
+                    deadline += spent  # time spent serving RPC does not count
+                    if not still_open:
+                        open_inputs -= 1
+                elif kind == "reply":
+                    self._flush_replies()
+                elif kind == "wake":
+                    self._finish_timed_rpc()
+
+    def _on_exit(self) -> None:
+        self.exited = True
+        self.kill_group()  # leftovers of the group; the zombie leader keeps the pgid pinned
+
+    def _read_stream(self, fd: int, capture: _Capture) -> bool:
+        try:
+            chunk = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            self._sel.unregister(fd)
+            return False
+        capture.add(chunk)
+        if capture.dropped + len(capture.data) > self.output_kill_bytes and not self.output_exceeded:
+            self.output_exceeded = True  # draining gigabytes costs the parent CPU: stop the source
+            self.kill_group()
+        return True
+
+    def _read_channel(self) -> tuple[float, bool]:
+        """Read and handle channel messages; return (RPC time spent, channel still open)."""
+        try:
+            chunk = os.read(self.chan_r, _READ_CHUNK)
+        except BlockingIOError:
+            return 0.0, True
+        if not chunk:
+            self._sel.unregister(self.chan_r)
+            return 0.0, False
+        self._chan_buf += chunk
+        spent = 0.0
+        while True:
+            newline = self._chan_buf.find(b"\n")
+            if newline < 0:
+                break
+            line = bytes(self._chan_buf[:newline])
+            del self._chan_buf[: newline + 1]
+            spent += self._on_message(line)
+        if len(self._chan_buf) > _PARENT_MESSAGE_BYTES:
+            limit_mb = MAX_MESSAGE_BYTES // (1024 * 1024)
+            self.protocol_error = f"ValueError: a message from the sandbox exceeds {limit_mb} MB"
+            self._chan_buf.clear()
+            self._sel.unregister(self.chan_r)
+            self.kill_group()
+            return spent, False
+        return spent, True
+
+    def _on_message(self, line: bytes) -> float:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return 0.0  # only the judge writes here; a line it did not write well is ignored
+        if not isinstance(message, dict):
+            return 0.0
+        kind = message.get("type")
+        if kind == "rpc":
+            return self._serve_rpc(message)
+        if kind == "result":
+            self.result = message
+        elif kind == "started":
+            self.started = True
+        elif kind == "fatal":
+            self.fatal = str(message.get("error"))
+        return 0.0
+
+    def _serve_rpc(self, message: dict[str, Any]) -> float:
+        """Answer one RPC request; return the time that does not count against the wall clock."""
+        self.rpc_calls += 1
+        method = message.get("method")
+        args = message.get("args")
+        kwargs = message.get("kwargs")
+        if self.rpc is None or method not in self.rpc_names:
+            self._send_reply(_error_reply(LookupError(f"unknown RPC method {method!r}")))
+            return 0.0
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            self._send_reply(_error_reply(TypeError("malformed RPC request")))
+            return 0.0
+        payload = {"args": args, "kwargs": kwargs}
+        if method in self.timed_names:
+            self._start_timed_rpc(self.rpc, method, payload)
+            return 0.0
+        start, cpu_start = time.monotonic(), time.thread_time()
+        try:
+            result = self.rpc(method, payload)
+        except BudgetExceeded:
+            self.kill_group()  # a budget is a hard stop for the whole evaluation, not an RPC error
+            raise
+        except Exception as exc:
+            self._send_reply(_error_reply(exc))
+        else:
+            self._send_reply(_ok_reply(result))
+        # Waiting on a provider does not count against the code; the parent's own work for it does.
+        return max(0.0, (time.monotonic() - start) - (time.thread_time() - cpu_start))
+
+    def _start_timed_rpc(self, rpc: RpcHandler, method: str, payload: dict[str, Any]) -> None:
+        """Serve ``method`` in a thread while the loop keeps the clock (and may kill the child)."""
+
+        def work() -> None:
+            try:
+                outcome: tuple[bool, Any] = (True, rpc(method, payload))
+            except BaseException as exc:  # handed to the loop, which decides
+                outcome = (False, exc)
+            with self._timed_lock:
+                self._timed_outcome = outcome
+                if self._wake_w >= 0:
+                    os.write(self._wake_w, b"x")
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name=f"masforge-sandbox-{method}", daemon=True).start()
+
+    def _finish_timed_rpc(self) -> None:
+        try:
+            os.read(self._wake_r, 64)
+        except BlockingIOError:
+            pass
+        with self._timed_lock:
+            outcome, self._timed_outcome = self._timed_outcome, None
+        if outcome is None or self.exited or self.timed_out:
+            return
+        ok, value = outcome
+        if ok:
+            self._send_reply(_ok_reply(value))
+        elif isinstance(value, BudgetExceeded):
+            self.kill_group()
+            raise value
+        elif isinstance(value, Exception):
+            self._send_reply(_error_reply(value))
+        else:
+            raise value  # KeyboardInterrupt and the like are not the code's failure
+
+    def _send_reply(self, reply: str) -> None:
+        self._reply_buf += reply.encode("utf-8") + b"\n"
+        self._flush_replies()
+
+    def _flush_replies(self) -> None:
+        while self._reply_buf:
+            try:
+                written = os.write(self.reply_w, self._reply_buf)
+            except BlockingIOError:
+                break
+            except (BrokenPipeError, OSError):
+                self._reply_buf.clear()
+                break
+            del self._reply_buf[:written]
+        registered = self.reply_w in self._sel.get_map()
+        if self._reply_buf and not registered:
+            self._sel.register(self.reply_w, selectors.EVENT_WRITE, "reply")
+        elif not self._reply_buf and registered:
+            self._sel.unregister(self.reply_w)
+
+    def close(self) -> None:
+        """Release the selector, the pidfd and the wake-up pipe (a late timed RPC then writes nowhere)."""
+        self._sel.close()
+        with self._timed_lock:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    # -- verdict ----------------------------------------------------------------------------------
+
+    def verdict(self) -> tuple[bool, Any, str | None, str | None, str | None]:
+        """(ok, value, error, error_kind, traceback) from what was observed."""
+        limits = self.limits
+        if self.output_exceeded:
+            mb = self.output_kill_bytes // (1024 * 1024)
+            return False, None, f"OutputLimitExceeded: printed more than {mb} MB; killed", "output", None
+        # The judge's exit status confirms what it reported: a success is 0, a failed set-up 70. The code under test
+        # runs in the judge's worker and cannot set that status, so whatever it writes cannot claim either.
+        status = None if self.iso.death_signal(self.returncode) is not None else self.returncode
+        if self.result is not None and (not self.result.get("ok") or status == _EXIT_OK):
+            r = self.result
+            ok = bool(r.get("ok"))
+            error, kind = r.get("error"), r.get("error_kind")
+            if kind == "memory" and error == "MemoryError":
+                error = f"MemoryError: out of memory (limit {limits.memory_mb} MB)"
+            return ok, r.get("value") if ok else None, error, kind, r.get("traceback")
+        if self.protocol_error is not None:
+            return False, None, self.protocol_error, "output", None
+        if self.fatal is not None and status == _EXIT_FATAL:
+            raise SandboxError(f"the sandbox could not be set up: {self.fatal}")
+        if self.timed_out:
+            return False, None, f"TimeoutError: killed after {float(limits.timeout_s)} s", "timeout", None
+        if not self.started:
+            tail = self.stderr.text().strip().splitlines()[-1:] or [f"exit status {self.returncode}"]
+            raise SandboxError(f"the sandbox child failed to start: {tail[0]}")
+        cpu_limit = limits.effective_cpu_s()
+        sig = self.iso.death_signal(self.returncode)
+        if sig == signal.SIGXCPU or self.cpu_s_used >= cpu_limit:
+            return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
+        if sig is not None:
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            return False, None, f"Killed: the sandboxed process died from {name}", "killed", None
+        if "MemoryError" in self.stderr.text()[-2000:]:
+            return False, None, f"MemoryError: out of memory (limit {limits.memory_mb} MB)", "memory", None
+        error = f"SystemExit: the sandboxed process exited with status {self.returncode} before reporting a result"
+        return False, None, error, "killed", None
+
+
+def _ok_reply(result: Any) -> str:
+    try:
+        return json.dumps({"ok": True, "result": result})
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _error_reply(TypeError(f"the RPC result is not JSON-serializable: {exc}"))
+
+
+def _error_reply(exc: BaseException) -> str:
+    text = str(exc)
+    return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__})
+
+
+# --------------------------------------------------------------------------------------------------
+# public API
+
+
+def _check_json(name: str, value: Any) -> None:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"run_python: {name} must be JSON-serializable: {exc}") from None
+
+
+def _check_files(files: dict[str, str]) -> None:
+    for name, text in files.items():
+        rel = Path(name)
+        if not isinstance(name, str) or rel.is_absolute() or not rel.parts or ".." in rel.parts:
+            raise ValueError(f"run_python: file name {name!r} must be a plain relative path")
+        if not isinstance(text, str):
+            raise TypeError(f"run_python: file {name!r} must be text (str), got {type(text).__name__}")
+
+
+def run_python(
+    code: str,
+    *,
+    entry: str | None = None,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    limits: SandboxLimits = SandboxLimits(),
+    rpc: RpcHandler | None = None,
+    rpc_names: Sequence[str] = (),
+    timed_rpc_names: Sequence[str] = (),
+    files: dict[str, str] | None = None,
+    tests: str | None = None,
+) -> SandboxResult:
+    """Run ``code`` as a module in a fresh sandboxed process and report what happened.
+
+    With ``entry``, the top-level function of that name is then called with ``args``/``kwargs``
+    (JSON-able) and its JSON-encoded return value comes back as ``value``; without it the module
+    just runs and ``ok`` means no exception. With ``tests`` (test code, e.g. asserts), the tests run in the
+    sandbox's judge process against the module's functions, which run in its worker: ``ok`` means every test
+    passed, and nothing the code does or writes can claim that it did (see ``_sandbox_child``).
+
+    ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
+    calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``
+    and sends back its result, or its exception as ``RuntimeError("<Type>: <message>")``. Time spent
+    serving RPC does not count toward ``limits.timeout_s``, except for the names in
+    ``timed_rpc_names`` (e.g. tools): those are served in a thread while the clock runs, so a slow one
+    ends the run as a timeout. A `BudgetExceeded` raised by the handler kills the child and propagates
+    to the caller. ``files`` (relative name -> text) are written into the child's private directory
+    before the code runs.
+
+    Failures of the code are results (``ok=False`` with ``error_kind``); `SandboxError` means the
+    sandbox itself could not run. Thread-safe. See the module docstring for the isolation.
+    """
+    limits.validate()
+    args = list(args) if args is not None else []
+    kwargs = dict(kwargs) if kwargs is not None else {}
+    files = dict(files) if files is not None else {}
+    names = tuple(rpc_names)
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"run_python: RPC name {name!r} is not a Python identifier")
+    timed = frozenset(timed_rpc_names)
+    if not timed <= set(names):
+        raise ValueError(f"run_python: timed_rpc_names {sorted(timed - set(names))} are not among rpc_names")
+    if names and rpc is None:
+        raise ValueError("run_python: rpc_names given without an rpc handler")
+    if entry is not None and not entry.isidentifier():
+        raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
+    if tests is not None and entry is not None:
+        raise ValueError("run_python: give either entry or tests, not both")
+    _check_json("args", args)
+    _check_json("kwargs", kwargs)
+    _check_files(files)
+    if not sys.executable:
+        raise SandboxError("sys.executable is unknown: cannot start a sandbox interpreter")
+    iso = isolation()
+    iso.require_file_system_layer()
+
+    started_at = time.monotonic()
+    lease: _UidLease | None = None
+    tmp: str | None = None
+    host_dir = False
+    proc: subprocess.Popen[bytes] | None = None
+    supervisor: _Supervisor | None = None
+    parent_fds: list[int] = []
+    try:
+        if iso.root:
+            lease = _UidLease()
+        if iso.run_dir_on_host():
+            tmp = host_run_dir()
+            host_dir = True
+            if lease is not None:
+                os.chown(tmp, lease.uid, lease.gid)
+            os.chmod(tmp, 0o700)
+        else:  # created by the child in the sandbox's own /tmp (a fresh tmpfs)
+            tmp = f"/tmp/masforge-sbx-{secrets.token_hex(6)}"
+        job = {
+            "code": code,
+            "entry": entry,
+            "args": args,
+            "kwargs": kwargs,
+            "rpc_names": list(names),
+            "files": files,
+            "tests": tests,
+            "max_message_bytes": MAX_MESSAGE_BYTES,
+            "tmp": tmp,
+            "network": limits.network,
+            "uid": lease.uid if lease is not None else None,
+            "gid": lease.gid if lease is not None else None,
+            "exclusive_uid": lease is not None,
+            "limits": {
+                "memory_mb": limits.memory_mb,
+                "cpu_s": limits.effective_cpu_s(),
+                "file_size_mb": limits.file_size_mb,
+                "max_processes": limits.max_processes,
+                "max_open_files": _MAX_OPEN_FILES,
+            },
+        }
+        job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
+        parent_fds.append(job_fd)
+        os.write(job_fd, json.dumps(job).encode("utf-8"))
+        os.lseek(job_fd, 0, os.SEEK_SET)
+        chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
+        parent_fds += [chan_r, chan_w]
+        reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
+        parent_fds += [reply_r, reply_w]
+        life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
+        parent_fds += [life_r, life_w]
+        child_fds = (chan_w, reply_r, job_fd, life_r)
+        inner, code_fd = child_command(list(child_fds))
+        command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
+        env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(*child_fds, code_fd),
+                cwd=tmp if host_dir else "/",
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+        for fd in child_fds:  # the child's ends: close ours so EOF means the child is gone
+            os.close(fd)
+            parent_fds.remove(fd)
+        supervisor = _Supervisor(proc, chan_r, reply_w, limits, rpc, frozenset(names), timed, iso)
+        supervisor.run()
+        supervisor.kill_group()
+        supervisor.reap()
+        ok, value, error, error_kind, tb = supervisor.verdict()
+        return SandboxResult(
+            ok=ok,
+            value=value,
+            error=error,
+            error_kind=error_kind,
+            traceback=tb,
+            stdout=supervisor.stdout.text(),
+            stderr=supervisor.stderr.text(),
+            duration_s=time.monotonic() - started_at,
+            rpc_calls=supervisor.rpc_calls,
+        )
+    finally:
+        if supervisor is not None:
+            supervisor.kill_group()
+            supervisor.reap()
+            supervisor.close()
+            abnormal = supervisor.result is None or supervisor.timed_out or supervisor.returncode != 0
+        else:
+            abnormal = True
+            if proc is not None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                proc.wait()
+        if proc is not None:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        for fd in parent_fds:
+            os.close(fd)
+        if lease is not None:
+            # without a PID namespace nothing else guarantees that the run's processes are gone
+            if proc is not None and (abnormal or not iso.pid_namespace):
+                _kill_uid(lease.uid)
+            lease.release()
+        if tmp is not None and host_dir:
+            remove_tree(tmp)
+
+
+def run_tests(solution: str, test_code: str, *, timeout_s: float = 10.0) -> SandboxResult:
+    """Run a code answer, then its test code (asserts) against it, in the sandbox; ok means every test passed.
+
+    The tests run in the sandbox's judge, the answer in its worker: the tests call the answer's functions across
+    the process boundary and compare what comes back (plain data) with their own objects."""
+    return run_python(solution, tests=test_code, limits=SandboxLimits(timeout_s=timeout_s))
