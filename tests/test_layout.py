@@ -15,7 +15,8 @@ PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 # Which rooms each room may import (besides itself and the leaf modules below); DESIGN.md's one-way flow:
 # evaluators -> execution -> lm / sandbox / local_model -> genome, nothing back up. The exported runtime
 # (execution/standalone/) is a room of its own below the LM client: masforge's LM client sends the request it builds,
-# so an export and masforge cannot drift apart; it reaches the local model only through an optional import.
+# so an export and masforge cannot drift apart; it reaches the local model only through an optional import. The local
+# model's room is masforge/runtime/local_model/ (the path exported files import).
 ALLOWED = {
     "genome": set(),  # the ground floor: what a system IS needs nothing that runs one
     "local_model": set(),  # the embedded model: catalog, weights, server; it knows no client
@@ -80,6 +81,8 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if parts[1:3] == ["execution", "standalone"]:
         return "execution.standalone"
+    if parts[1:3] == ["runtime", "local_model"]:  # its dotted path is kept: exported files import it
+        return "local_model"
     return parts[1] if len(parts) > 1 else "masforge"
 
 
@@ -129,6 +132,24 @@ def test_the_genome_imports_nothing_that_runs_it() -> None:
                    for t in _imports(p) if t.split(".")[0] == "masforge" and t != "masforge"
                    and not any(t == a or t.startswith(a + ".") for a in allowed))
     assert wrong == []
+
+
+def test_runtime_holds_only_the_local_model() -> None:
+    """masforge/runtime/ keeps the embedded model at the dotted path exported files import; nothing else may
+    move back in (each job has its room: lm, sandbox, execution.standalone)."""
+    others = sorted(m for m in MODULES if m.startswith("masforge.runtime.") and _layer(m) != "local_model")
+    assert others == []
+
+
+def test_exported_files_still_find_the_embedded_model() -> None:
+    """An export written by any masforge version imports the embedded model by this path, inside a ``try``: were
+    it moved, the export would report "masforge is not installed" where it is."""
+    import importlib
+
+    from masforge.export.inline import OPTIONAL_IMPORTS
+
+    assert OPTIONAL_IMPORTS == ("masforge.runtime.local_model",)
+    assert callable(importlib.import_module("masforge.runtime.local_model").ensure_local_server)
 
 
 def test_leaf_modules_import_only_each_other() -> None:
@@ -207,7 +228,7 @@ def test_everything_cached_lives_under_the_one_root(tmp_path: Path, monkeypatch)
     from masforge.evaluators.datasets import cache_data_dir
     from masforge.lm import cache as lm_cache
     from masforge.lm import rates as lm_rates
-    from masforge.local_model import llama_server, weights
+    from masforge.runtime.local_model import llama_server, weights
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)

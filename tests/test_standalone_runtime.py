@@ -154,12 +154,12 @@ def test_connect_names_the_missing_key_and_the_way_to_run(monkeypatch: pytest.Mo
 
 
 def test_the_embedded_model_starts_through_masforge_or_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
-    from masforge import local_model
+    from masforge.runtime import local_model
 
     endpoint = local_model.LocalEndpoint(api_base="http://127.0.0.1:5/v1", model="openai/qwen", alias="qwen")
     monkeypatch.setattr(local_model, "ensure_local_server", lambda name: endpoint)
     assert connect.connect("local") == ("openai/qwen", "http://127.0.0.1:5/v1", "sk-local", True)
-    monkeypatch.setitem(sys.modules, "masforge.local_model", None)  # masforge not installed
+    monkeypatch.setitem(sys.modules, "masforge.runtime.local_model", None)  # masforge not installed
     with pytest.raises(connect.LMSetupError) as info:
         connect.connect("local")
     assert "pip install masforge" in str(info.value) and "masforge models pull" in str(info.value)

@@ -23,9 +23,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from masforge import local_model
 from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
+from masforge.runtime import local_model
 
 app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
 
@@ -166,7 +166,7 @@ def status() -> None:
             console.print(
                 "llama-cpp-python: [yellow]not installed[/yellow] (run `make llama`)", highlight=False
             )
-        from masforge.local_model import llama_server
+        from masforge.runtime.local_model import llama_server
 
         native = llama_server.server_binary()
         if native is not None:
@@ -181,7 +181,7 @@ def status() -> None:
 def build_server() -> None:
     """Build llama.cpp's own server (parallel slots) from the llama.cpp source llama-cpp-python vendors, once;
     the embedded model then answers several requests at once (about 12 minutes on 2 cores)."""
-    from masforge.local_model import llama_server
+    from masforge.runtime.local_model import llama_server
 
     with user_errors():
         path = llama_server.build(log=lambda line: console.print(escape(line), highlight=False))

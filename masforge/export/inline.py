@@ -32,7 +32,7 @@ PORTFOLIO_MODULES = (*CONFIG_MODULES, "router", "portfolio")
 CODE_MODULES = ("connect", "code_system", "command_line")
 """What a code export carries (no dspy)."""
 THIRD_PARTY = ("dspy", "litellm", "json_repair")
-OPTIONAL_IMPORTS = ("masforge.local_model",)
+OPTIONAL_IMPORTS = ("masforge.runtime.local_model",)
 """Imported inside a function and a ``try``: present where masforge is installed, never needed otherwise."""
 
 

@@ -199,7 +199,7 @@ class LMClient:
         """litellm model, api_base and api_key for ``cfg`` (starting the local server if needed)."""
         if cfg.is_local:
             if cfg.model not in self._endpoints:
-                from masforge.local_model import ensure_local_server
+                from masforge.runtime.local_model import ensure_local_server
 
                 name = cfg.model.split(":", 1)[1] if ":" in cfg.model else "qwen"
                 ep = ensure_local_server(name)

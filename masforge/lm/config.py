@@ -95,7 +95,7 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     if text == "local" or text.startswith("local:"):
         # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
         # One request at a time on llama-cpp-python's server (it serialises them); with llama.cpp's own, its slots.
-        from masforge.local_model.llama_server import local_slots
+        from masforge.runtime.local_model.llama_server import local_slots
 
         return LMConfig(model=text, max_concurrency=local_slots(), max_tokens=max_tokens, temperature=temperature,
                         timeout_s=LOCAL_TIMEOUT_S)

@@ -20,7 +20,7 @@ Server processes run in their own session, get ``SIGTERM`` from the kernel if ma
 
 from __future__ import annotations
 
-from masforge.local_model.catalog import (
+from masforge.runtime.local_model.catalog import (
     DEFAULT_LOCAL_MODEL,
     EXTERNAL_API_BASE_ENV,
     LOCAL_API_KEY,
@@ -30,8 +30,8 @@ from masforge.local_model.catalog import (
     iter_specs,
     json_response_format,
 )
-from masforge.local_model.llama_server import llama_cpp_version
-from masforge.local_model.server import (
+from masforge.runtime.local_model.llama_server import llama_cpp_version
+from masforge.runtime.local_model.server import (
     LocalEndpoint,
     LocalServer,
     default_threads,
@@ -40,7 +40,7 @@ from masforge.local_model.server import (
     running_servers,
     shutdown_local_servers,
 )
-from masforge.local_model.weights import downloads_dir, is_pulled, logs_dir, model_path, models_dir, pull
+from masforge.runtime.local_model.weights import downloads_dir, is_pulled, logs_dir, model_path, models_dir, pull
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
