@@ -1,124 +1,20 @@
-"""Run untrusted Python (code written by an LLM) in an isolated child process.
-
-Everything untrusted that masforge executes goes through `run_python`: code genomes (a generated
-``forward(...)`` whose LLM calls come back to the parent over a narrow RPC channel), benchmark metrics
-(a code answer run against its unit tests, see `run_tests`) and the agents' ``python`` tool. The code
-never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
-
-How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/sandbox/_sandbox_child.py`` (compiled once per process, handed over in a sealed in-memory file) inside
-the OS layers of `masforge.sandbox.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
-from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
-*judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
-with that channel closed) installs the audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
-function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as
-in the official HumanEval harness: a solution's demo code or ``input()`` cannot break its tests, an entry call does
-not run demo code); ``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code
-itself, calling the module's functions in the worker: only plain data crosses back (an object of the code stays an
-opaque handle), so a test compares with the judge's own objects. The judge's result and the RPC requests it relays
-travel as JSON lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``),
-separate from the captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70),
-so nothing the code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and
-watches the wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU
-time spent serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
-
-Enforced (Linux), first the OS layers (see `masforge.sandbox.isolation` for which hold on this machine; a
-missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
-bubblewrap's file-system layer, generated code does not run at all (one line with
-the fix, see `masforge.errors.SandboxUnavailable`) unless the user chose a weaker mode with ``MASFORGE_SANDBOX``:
-
-* **Namespaces** (bubblewrap, else ``unshare``): the run has its own PID namespace, so every process
-  it starts dies with it, and with masforge, even when masforge is SIGKILLed (``--die-with-parent``;
-  for ``unshare`` and plain processes, the *lifeline*: a pipe only the parent writes to; its EOF makes
-  the bootstrap kill the run). Its own network namespace (no network at all, not even
-  ``127.0.0.1``, unless ``limits.network``), IPC and UTS namespaces.
-* **File system** (bubblewrap): a read-only view of the system directories, the Python installation
-  and the bootstrap only (no project folder, no home directories); private ``/tmp`` (``disk_mb``)
-  and ``/dev/shm`` tmpfs; ``/proc`` of the namespace only. The run directory is a fresh folder in
-  that ``/tmp``: nothing a run writes is visible to another run or survives it.
-* **Unprivileged uid (when the parent is root)**: each run gets its *own* uid (``1_500_000_000 +
-  slot``, slots claimed with ``flock``, so exclusive across processes), not the shared ``nobody``:
-  concurrent sandboxes cannot signal or read each other, and ``max_processes`` is per run. A uid is
-  never handed out while a process of it lives: the bootstrap kills its uid's other processes before
-  exiting, the parent sweeps the uid after an abnormal end (always, without a PID namespace), a slot
-  whose holder died mid-run is swept before reuse and the first use in a process sweeps all free
-  slots. When the parent is not root the uid is kept (``RLIMIT_NPROC`` then counts all processes of
-  that user). Directories of ``sys.path`` the uid cannot reach stay importable read-only through
-  directory fds opened before the drop.
-* **Resource limits** (set by the bootstrap before any untrusted code runs, see below why not in a
-  ``preexec_fn``): ``RLIMIT_AS`` (memory_mb), ``RLIMIT_CPU`` (cpu_s soft, +1 s hard),
-  ``RLIMIT_FSIZE`` (file_size_mb), ``RLIMIT_NPROC`` (max_processes; counts threads too),
-  ``RLIMIT_CORE=0``, ``RLIMIT_NOFILE=256``. A limit is never raised above the parent's hard limit.
-  Printing far more than ``max_output_bytes`` (64 MB or 4x, whichever is more) kills the run.
-* **Process group**: the child starts a new session; on wall timeout the whole group gets SIGKILL.
-* **Scrubbed environment**: built from an allow-list, not filtered: ``PATH`` (fixed system value),
-  ``LANG=C.UTF-8``, ``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR``. No API keys or tokens reach the
-  child. (``-E`` is not used so that ``PYTHONHASHSEED`` takes effect; the environment holds no other
-  ``PYTHON*`` variable, so this is equivalent to ``-I`` plus a fixed hash seed.)
-* **Fresh interpreter**: ``-S`` (no ``site``: no ``.pth`` files, so not even masforge's editable
-  install is importable by default), ``-P`` (the bootstrap's directory is not on ``sys.path``),
-  ``-s`` (no user site). ``sys.path`` is the private directory, the stdlib and the interpreter's
-  site-packages (plain directory only, ``.pth`` files are not processed). Parent fds are closed.
-* **Audit hook** (a second layer only, installed after the bootstrap's own imports and before the
-  code runs): raises ``PermissionError`` on network calls (unless ``limits.network``), starting
-  processes (``subprocess``, ``os.system/exec*/spawn*/posix_spawn*/fork/forkpty``, ``pty.spawn``),
-  ``ctypes.dlopen``, ``gc.get_objects/get_referrers/get_referents``, new interpreters, signalling or
-  ``prlimit``-ing other processes, opening a file for writing and ``remove/rename/mkdir/rmdir/chmod/
-  chown/utime/truncate/link/symlink/xattr`` outside the private directory (``/dev/null``,
-  ``/dev/stdout``, ``/dev/stderr`` are allowed), an sqlite database file outside it, opening
-  ``/proc/<pid>/...`` of another process. Importing ``ctypes``, ``_posixsubprocess`` or the
-  sub-interpreter and test C-API modules raises ``ImportError``. The hook has no switch and reads no
-  global, builtin or ``os.path`` function at call time, so walking frames or patching modules does
-  not turn it off. These are reported with ``error_kind="blocked"``.
-* **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU / CPU limit -> ``"cpu"``, wall clock ->
-  ``"timeout"``, blocked operation -> ``"blocked"``, ``SyntaxError`` of the code -> ``"syntax"``,
-  non-JSON return value or an output flood -> ``"output"``, other exception (including
-  ``SystemExit``, so a solution cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death
-  by another signal or exit without a result -> ``"killed"``.
-
-Not enforced / limits of this design:
-
-* The audit hook is not a security boundary (PEP 578): code that sets out to defeat it can (e.g. a
-  path object whose ``__fspath__`` answers differently to the hook and to ``open``; unaudited C-level
-  calls such as ``os.mkfifo`` or ``os.open(..., dir_fd=...)``). What then holds are the OS layers:
-  with bubblewrap such writes land in the run's private ``/tmp`` or fail on the read-only view;
-  without it, the uid's permissions decide (world-writable host directories such as ``/tmp`` are
-  then writable: the start-up line says so).
-* Without bubblewrap, reading is not restricted beyond permissions: files readable by the sandbox
-  uid (everyone's, when root; the user's own, when not root) are readable.
-* Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
-* No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
-  the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
-* The judge sees the code only through its worker's answers: a test passes when the values the code returns are
-  the expected ones. Code that knows the tests can still special-case their inputs, or redefine a helper the
-  tests call (as in one process, a function of the code hides the built-in of that name); nothing it prints or
-  writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
-  ``ctypes``, if present) so that the worker, which has the same uid, cannot reach into it.
-* POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
-
-Why the limits are not set in a ``preexec_fn``: ``preexec_fn`` runs Python code between ``fork`` and
-``exec`` and is documented as unsafe in a multi-threaded parent (possible deadlock), and evaluations
-call `run_python` from many threads. The bootstrap sets them instead, before any untrusted code runs,
-which is equivalent for the code under test; `subprocess.Popen` then needs no Python code in the
-forked child.
-"""
+"""Run untrusted Python (code written by an LLM) in an isolated child process: :func:`run_python` and
+:func:`run_tests`, their limits (:class:`SandboxLimits`) and the parent's side of the child's channel (RPC, output,
+verdict). How it works and what it enforces is told in :mod:`masforge.sandbox`."""
 
 from __future__ import annotations
 
 import contextvars
 import json
-import math
 import os
 import secrets
 import selectors
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, SandboxError
@@ -133,61 +29,23 @@ from masforge.sandbox.isolation import (
     remove_tree,
     sandbox_status,
 )
+from masforge.sandbox.job import (
+    MAX_MESSAGE_BYTES,
+    RpcHandler,
+    SandboxLimits,
+    checked_arguments,
+)
+from masforge.sandbox.job import job as make_job
 
 __all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_available", "run_python",
            "run_tests", "sandbox_status"]
 
-RpcHandler = Callable[[str, dict[str, Any]], Any]
-"""``(method, {"args": [...], "kwargs": {...}}) -> JSON-able result``; raising sends the error back
-to the child, where it is raised as ``RuntimeError("<ExceptionType>: <message>")``."""
-
-_MAX_OPEN_FILES = 256
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""Largest message between sandboxed code and masforge (an ``llm()`` prompt, a return value): a larger one is
-refused with a one-line error (no model reads a million tokens, and parsing or pricing it would cost the parent)."""
 _PARENT_MESSAGE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # the judge's envelope around a message of the code
 _EXIT_OK, _EXIT_FATAL = 0, 70  # the judge's exit statuses for success and a failed set-up (see _sandbox_child)
 _OUTPUT_KILL_BYTES = 64 * 1024 * 1024
 """Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
 _DRAIN_GRACE_S = 2.0
 _READ_CHUNK = 65536
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Limits of one sandboxed run."""
-
-    timeout_s: float = 30.0
-    """Wall clock (excluding time the parent spends serving RPC); then SIGKILL to the process group."""
-    memory_mb: int = 1024
-    """Address space of the child (RLIMIT_AS)."""
-    cpu_s: int | None = None
-    """CPU seconds (RLIMIT_CPU); default ``ceil(timeout_s) + 1``."""
-    file_size_mb: int = 16
-    """Largest file the child may write (RLIMIT_FSIZE)."""
-    max_processes: int = 32
-    """Processes and threads of the sandbox uid (RLIMIT_NPROC); per run when the parent is root."""
-    max_output_bytes: int = 1_000_000
-    """Captured stdout and stderr (each) are truncated beyond this; far beyond it the run is killed."""
-    disk_mb: int = 256
-    """Size of the private /tmp that holds the run directory (with bubblewrap; else no disk quota)."""
-    network: bool = False
-    """Allow network access (no network namespace, the audit hook lets sockets through)."""
-
-    def effective_cpu_s(self) -> int:
-        """The CPU limit actually applied."""
-        return self.cpu_s if self.cpu_s is not None else math.ceil(self.timeout_s) + 1
-
-    def validate(self) -> None:
-        """Raise ValueError for a limit that cannot work."""
-        if not self.timeout_s > 0:
-            raise ValueError(f"SandboxLimits.timeout_s must be > 0, got {self.timeout_s!r}")
-        for name in ("memory_mb", "file_size_mb", "max_processes", "max_output_bytes", "disk_mb"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
-        if self.cpu_s is not None and (not isinstance(self.cpu_s, int) or self.cpu_s <= 0):
-            raise ValueError(f"SandboxLimits.cpu_s must be a positive int or None, got {self.cpu_s!r}")
 
 
 @dataclass
@@ -601,20 +459,71 @@ def _error_reply(exc: BaseException) -> str:
 # public API
 
 
-def _check_json(name: str, value: Any) -> None:
+def _clean_up(supervisor: _Supervisor | None, proc: subprocess.Popen[bytes] | None, parent_fds: list[int],
+              lease: _UidLease | None, iso: Isolation, host_tmp: str | None) -> None:
+    """After a run, however it ended: the child's process group killed and reaped, pipes and descriptors closed,
+    the uid's processes killed and its lease returned, the run directory on the host removed."""
+    if supervisor is not None:
+        supervisor.kill_group()
+        supervisor.reap()
+        supervisor.close()
+        abnormal = supervisor.result is None or supervisor.timed_out or supervisor.returncode != 0
+    else:
+        abnormal = True
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+    if proc is not None:
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    for fd in parent_fds:
+        os.close(fd)
+    if lease is not None:
+        # without a PID namespace nothing else guarantees that the run's processes are gone
+        if proc is not None and (abnormal or not iso.pid_namespace):
+            _kill_uid(lease.uid)
+        lease.release()
+    if host_tmp is not None:
+        remove_tree(host_tmp)
+
+
+def _start_child(job: dict[str, Any], limits: SandboxLimits, iso: Isolation, tmp: str, host_dir: bool,
+                 parent_fds: list[int]) -> tuple[subprocess.Popen[bytes], int, int, tuple[int, ...]]:
+    """The sandbox process started on ``job``: (process, the channel's read end, the reply pipe's write end, the
+    child's ends of the pipes, which the caller closes). Every descriptor the parent holds is in ``parent_fds``
+    (closed after the run, however it ends)."""
+    job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
+    parent_fds.append(job_fd)
+    os.write(job_fd, json.dumps(job).encode("utf-8"))
+    os.lseek(job_fd, 0, os.SEEK_SET)
+    chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
+    parent_fds += [chan_r, chan_w]
+    reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
+    parent_fds += [reply_r, reply_w]
+    life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
+    parent_fds += [life_r, life_w]
+    child_fds = (chan_w, reply_r, job_fd, life_r)
+    inner, code_fd = child_command(list(child_fds))
+    command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
     try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"run_python: {name} must be JSON-serializable: {exc}") from None
-
-
-def _check_files(files: dict[str, str]) -> None:
-    for name, text in files.items():
-        rel = Path(name)
-        if not isinstance(name, str) or rel.is_absolute() or not rel.parts or ".." in rel.parts:
-            raise ValueError(f"run_python: file name {name!r} must be a plain relative path")
-        if not isinstance(text, str):
-            raise TypeError(f"run_python: file {name!r} must be text (str), got {type(text).__name__}")
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(*child_fds, code_fd),
+            cwd=tmp if host_dir else "/",
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+    return proc, chan_r, reply_w, child_fds
 
 
 def run_python(
@@ -648,30 +557,11 @@ def run_python(
     before the code runs.
 
     Failures of the code are results (``ok=False`` with ``error_kind``); `SandboxError` means the
-    sandbox itself could not run. Thread-safe. See the module docstring for the isolation.
+    sandbox itself could not run. Thread-safe. See :mod:`masforge.sandbox` for the isolation.
     """
     limits.validate()
-    args = list(args) if args is not None else []
-    kwargs = dict(kwargs) if kwargs is not None else {}
-    files = dict(files) if files is not None else {}
-    names = tuple(rpc_names)
-    for name in names:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"run_python: RPC name {name!r} is not a Python identifier")
-    timed = frozenset(timed_rpc_names)
-    if not timed <= set(names):
-        raise ValueError(f"run_python: timed_rpc_names {sorted(timed - set(names))} are not among rpc_names")
-    if names and rpc is None:
-        raise ValueError("run_python: rpc_names given without an rpc handler")
-    if entry is not None and not entry.isidentifier():
-        raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
-    if tests is not None and entry is not None:
-        raise ValueError("run_python: give either entry or tests, not both")
-    _check_json("args", args)
-    _check_json("kwargs", kwargs)
-    _check_files(files)
-    if not sys.executable:
-        raise SandboxError("sys.executable is unknown: cannot start a sandbox interpreter")
+    args, kwargs, files, names, timed = checked_arguments(entry, args, kwargs, rpc, rpc_names, timed_rpc_names,
+                                                           files, tests)
     iso = isolation()
     iso.require_file_system_layer()
 
@@ -693,55 +583,8 @@ def run_python(
             os.chmod(tmp, 0o700)
         else:  # created by the child in the sandbox's own /tmp (a fresh tmpfs)
             tmp = f"/tmp/masforge-sbx-{secrets.token_hex(6)}"
-        job = {
-            "code": code,
-            "entry": entry,
-            "args": args,
-            "kwargs": kwargs,
-            "rpc_names": list(names),
-            "files": files,
-            "tests": tests,
-            "max_message_bytes": MAX_MESSAGE_BYTES,
-            "tmp": tmp,
-            "network": limits.network,
-            "uid": lease.uid if lease is not None else None,
-            "gid": lease.gid if lease is not None else None,
-            "exclusive_uid": lease is not None,
-            "limits": {
-                "memory_mb": limits.memory_mb,
-                "cpu_s": limits.effective_cpu_s(),
-                "file_size_mb": limits.file_size_mb,
-                "max_processes": limits.max_processes,
-                "max_open_files": _MAX_OPEN_FILES,
-            },
-        }
-        job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
-        parent_fds.append(job_fd)
-        os.write(job_fd, json.dumps(job).encode("utf-8"))
-        os.lseek(job_fd, 0, os.SEEK_SET)
-        chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
-        parent_fds += [chan_r, chan_w]
-        reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
-        parent_fds += [reply_r, reply_w]
-        life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
-        parent_fds += [life_r, life_w]
-        child_fds = (chan_w, reply_r, job_fd, life_r)
-        inner, code_fd = child_command(list(child_fds))
-        command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
-        env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
-        try:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(*child_fds, code_fd),
-                cwd=tmp if host_dir else "/",
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+        job = make_job(code, entry, args, kwargs, names, files, tests, tmp, limits, lease)
+        proc, chan_r, reply_w, child_fds = _start_child(job, limits, iso, tmp, host_dir, parent_fds)
         for fd in child_fds:  # the child's ends: close ours so EOF means the child is gone
             os.close(fd)
             parent_fds.remove(fd)
@@ -762,32 +605,7 @@ def run_python(
             rpc_calls=supervisor.rpc_calls,
         )
     finally:
-        if supervisor is not None:
-            supervisor.kill_group()
-            supervisor.reap()
-            supervisor.close()
-            abnormal = supervisor.result is None or supervisor.timed_out or supervisor.returncode != 0
-        else:
-            abnormal = True
-            if proc is not None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                proc.wait()
-        if proc is not None:
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-        for fd in parent_fds:
-            os.close(fd)
-        if lease is not None:
-            # without a PID namespace nothing else guarantees that the run's processes are gone
-            if proc is not None and (abnormal or not iso.pid_namespace):
-                _kill_uid(lease.uid)
-            lease.release()
-        if tmp is not None and host_dir:
-            remove_tree(tmp)
+        _clean_up(supervisor, proc, parent_fds, lease, iso, tmp if host_dir else None)
 
 
 def run_tests(solution: str, test_code: str, *, timeout_s: float = 10.0) -> SandboxResult:
