@@ -51,8 +51,8 @@ from typing import Any
 from masforge.cache_root import cache_root
 from masforge.errors import LocalModelError
 from masforge.ports import free_port
+from masforge.runtime.llama_server import EXTERNAL_ENV, llama_cpp_version, server_binary
 from masforge.runtime.llama_server import command as native_command
-from masforge.runtime.llama_server import llama_cpp_version, server_binary
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -74,7 +74,7 @@ __all__ = [
 
 #: Environment variable pointing at an already-running OpenAI-compatible server (e.g.
 #: ``http://127.0.0.1:8000/v1``); when set, masforge never starts a server of its own.
-EXTERNAL_API_BASE_ENV = "MASFORGE_LOCAL_API_BASE"
+EXTERNAL_API_BASE_ENV = EXTERNAL_ENV  # spelled once, in llama_server (which asks that server for its slots)
 #: The local server needs no key, but litellm and the OpenAI client insist on one.
 LOCAL_API_KEY = "sk-local"
 DEFAULT_LOCAL_MODEL = "qwen"
