@@ -77,6 +77,8 @@ class Credit:
     """System id -> agent id -> what the system loses without that agent (its ablation's paired difference)."""
     ablated: set[str] = field(default_factory=set)
     """Systems whose ablations were proposed."""
+    proposed: set[str] = field(default_factory=set)
+    """Edits that have made a child in this run (observed or still being scored)."""
 
     def arm(self, name: str) -> Arm:
         return self.arms.setdefault(name, Arm())
@@ -111,9 +113,24 @@ class Credit:
         return pooled.choose(list(families), rng, prior)
 
     def chooser(self, rng: random.Random, failures: Mapping[str, int] | None = None) -> Callable[[list[str]], str]:
-        """A function picking one of the given edit names for a parent with these failure counts."""
+        """A function picking one of the given edit names for a parent with these failure counts: a first remedy
+        of its main failure that has made no child in this run yet, else Thompson sampling (:meth:`choose`).
+
+        Each first remedy is tried once before any is tried twice, as a bandit plays every arm once before it
+        exploits (UCB1 does): with children scored on 64 examples, one lucky +1/64 win would otherwise make the
+        first remedy drawn the favourite and leave the others untried for the whole budget."""
         prior = failure_prior(failures or {})
-        return lambda names: self.choose(names, rng, prior)
+
+        def pick(names: list[str]) -> str:
+            untried = sorted(n for n in set(names)
+                             if prior.get(n, 0.0) >= FAILURE_PRIOR and n not in self.arms and n not in self.proposed)
+            return untried[rng.randrange(len(untried))] if untried else self.choose(names, rng, prior)
+
+        return pick
+
+    def note_proposed(self, name: str) -> None:
+        """Edit ``name`` made a child (call once per child, before it is scored)."""
+        self.proposed.add(name)
 
     def observe(self, name: str, won: bool, *, new_calls: int = 0, cached_calls: int = 0) -> None:
         """Record one use of operator ``name``: whether its child beat its parent, and what it cost."""

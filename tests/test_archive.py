@@ -16,6 +16,7 @@ import git
 import pytest
 from typer.testing import CliRunner
 
+from masforge.archive.index import ArchiveIndex
 from masforge.archive.records import CandidateRecord, ResultRecord
 from masforge.archive.store import INDEX_FILE, Archive, result_filename
 from masforge.cli import archive as cli_archive
@@ -300,13 +301,13 @@ def test_index_rebuilt_when_missing_corrupt_or_stale(tmp_path: Path, monkeypatch
     after = snapshot(arch)
     index.write_bytes(old)
     caught_up: list[bool] = []
-    catch_up = Archive._catch_up
+    catch_up = ArchiveIndex.catch_up
 
-    def spy(self: Archive, head: str) -> bool:
+    def spy(self: ArchiveIndex, head: str) -> bool:
         caught_up.append(catch_up(self, head))
         return caught_up[-1]
 
-    monkeypatch.setattr(Archive, "_catch_up", spy)
+    monkeypatch.setattr(ArchiveIndex, "catch_up", spy)
     assert snapshot(arch) == after and len(arch) == 6
     assert caught_up == [True]  # replayed 4 events instead of rebuilding everything
     assert arch.rebuild_index() == 6
@@ -320,10 +321,10 @@ def test_index_rebuilt_when_missing_corrupt_or_stale(tmp_path: Path, monkeypatch
 
 
 def test_packing_keeps_everything_readable(arch: Archive, monkeypatch: pytest.MonkeyPatch):
-    from masforge.archive import store
+    from masforge.archive import git_store, store
 
     monkeypatch.setattr(store, "MAINTAIN_EVERY", 4)
-    monkeypatch.setattr(store, "PACK_LOOSE_AT", 10)
+    monkeypatch.setattr(git_store, "PACK_LOOSE_AT", 10)
     prev: str | None = None
     for i in range(6):
         rec = arch.add(config_genome(f"p{i}", f"packed {i}"), parents=[prev] if prev else [], operator="mutate")

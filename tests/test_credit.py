@@ -49,6 +49,25 @@ def test_failure_kinds_favour_the_edits_that_address_them():
     assert 0.6 * 2000 < execution < 0.95 * 2000 and picks["rewire"] > 0
 
 
+def test_each_first_remedy_is_tried_once_before_the_bandit_exploits():
+    credit = Credit()
+    credit.observe("add_repair_loop", True)  # a lucky first win must not starve the other remedies
+    choose = credit.chooser(random.Random(4), {"exception": 30})
+    names = sorted(EDITS)
+    firsts = []
+    for _ in range(3):
+        name = choose(names)
+        credit.note_proposed(name)  # proposed (being scored) counts as tried
+        firsts.append(name)
+    assert sorted(firsts) == sorted(set(FIRST_REMEDIES["exception"]) - {"add_repair_loop"})
+    # All tried: back to Thompson sampling, which still draws every edit sometimes.
+    picks = Counter(choose(names) for _ in range(500))
+    assert len(picks) > 4
+    # A remedy a genome cannot take is not forced: the untried rule only picks among the names offered.
+    fresh = Credit().chooser(random.Random(0), {"exception": 30})
+    assert fresh(["rewire", "add_test_gate"]) == "add_test_gate" and fresh(["rewire"]) == "rewire"
+
+
 def test_mutate_with_a_chooser_reports_the_edit_and_uniform_mutate_is_unchanged():
     io = load_seed("io")
     out = mutate_with(io, random.Random(3), choose=lambda names: "add_sampled_branch")

@@ -286,5 +286,6 @@ class Coevolve(Strategy):
         out = mutate_with(parent.genome, ctx.rng, edits=self.edits, choose=choose)
         if out is None:
             return None
+        ctx.credit.note_proposed(out.edit)
         self.stats["topology"] += 1
         return Proposal(out.genome, [parent.id], "coevolve_topology", out.what, info={"arm": out.edit})

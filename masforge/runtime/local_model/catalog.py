@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from masforge.errors import LocalModelError
+from masforge.runtime.local_model.llama_server import EXTERNAL_ENV
 
 #: Environment variable pointing at an already-running OpenAI-compatible server (e.g.
 #: ``http://127.0.0.1:8000/v1``); when set, masforge never starts a server of its own.
-EXTERNAL_API_BASE_ENV = "MASFORGE_LOCAL_API_BASE"
+EXTERNAL_API_BASE_ENV = EXTERNAL_ENV  # spelled once, in llama_server (which asks that server for its slots)
 #: The local server needs no key, but litellm and the OpenAI client insist on one.
 LOCAL_API_KEY = "sk-local"
 DEFAULT_LOCAL_MODEL = "qwen"
