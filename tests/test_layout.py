@@ -251,7 +251,6 @@ LONG_FILES = {
     "masforge/testing/stub_server.py": "the OpenAI-compatible stub server and its fault modes; test double",
     "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
     "evaluators/tasks.py": "the built-in tasks and their loaders; to be split by task family",
-    "archive/store.py": "the archive's git and SQLite sides in one class; the lead splits it",
 }
 LONG_FUNCTIONS = {
     "masforge/sandbox/_sandbox_child.py:_make_audit_hook": "the audit hook may call no helper of its own and read no "
