@@ -13,7 +13,8 @@ incumbent) in a run folder and archive of its own (no strategy reuses another's 
   against its gain (LM calls spent searching / gain per example on the test split: the LM calls each extra
   solved problem cost);
 * the best system found overall (by selection score, never by test score) meets the best seed and the
-  ``--reference`` system (the team's own design, not a seed) on the whole test split, and is transferred to the
+  ``--reference`` system (the team's own design, not a seed) on the whole test split (or its first
+  ``--decisive-limit`` examples: GSM8K's test split holds 1,319), and is transferred to the
   ``--transfer`` task's test split; it is written to ``bench/results/discovered/<task>.yaml``.
 
     MASFORGE_DATA_DIR=<data> python bench/discovery.py --task humaneval --strategies random evolve coevolve ...
@@ -235,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--candidates", type=int, default=60, help="candidate cap per strategy, seeds included")
     parser.add_argument("--limit", type=int, default=64, help="selection examples (validation, then train)")
     parser.add_argument("--test-limit", type=int, default=None, help="held-out examples (default: all)")
+    parser.add_argument("--decisive-limit", type=int, default=None,
+                        help="test examples of the best found overall's check against the best seed (default: all)")
     parser.add_argument("--reference", default="sample_and_test", help="the team's own design to compare with")
     parser.add_argument("--transfer", default=None, help="a second task's test split for the best found overall")
     parser.add_argument("--transfer-limit", type=int, default=None)
@@ -284,12 +287,13 @@ def main(argv: list[str] | None = None) -> None:
         seed = _genome_by_id(args, best["strategy"], best["best_seed"]["id"])
         state["overall"] = {"strategy": best["strategy"], "name": found.name, "id": found.id,
                             "selection": best["found"]["selection"]}
-        found_all = test_scores(task, client, found, None)
-        seed_all = test_scores(task, client, seed, None)
-        state["decisive"] = paired(found_all, seed_all) | {"seed_name": seed.name}
+        found_all = test_scores(task, client, found, args.decisive_limit)
+        seed_all = test_scores(task, client, seed, args.decisive_limit)
+        state["decisive"] = paired(found_all, seed_all) | {"seed_name": seed.name, "limit": args.decisive_limit}
         if args.reference:
             ref = resolve_genome(args.reference)
-            state["reference"] = paired(found_all, test_scores(task, client, ref, None)) | {"name": ref.name}
+            state["reference"] = paired(found_all, test_scores(task, client, ref, args.decisive_limit)) | {
+                "name": ref.name}
         if args.transfer:
             other = get_task(args.transfer)
             state["transfer"] = paired(test_scores(other, client, found, args.transfer_limit),
@@ -413,7 +417,9 @@ def task_section(state: dict[str, Any]) -> list[str]:
         lines.append(f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} "
                      f"({o['selection']:.3f} on the selection set), in `bench/results/discovered/{task}.yaml`.")
         lines.append("")
-        lines.append("- " + _check_line(f"Against the best seed on the whole {task} test split", state["decisive"],
+        limit = state["decisive"].get("limit")
+        split = "the whole" if limit is None else f"the first {limit} of the"
+        lines.append("- " + _check_line(f"Against the best seed on {split} {task} test split", state["decisive"],
                                         o["name"], state["decisive"]["seed_name"]))
         if state.get("reference"):
             lines.append("- " + _check_line("Against the team's own design on the same split", state["reference"],
