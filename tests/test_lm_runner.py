@@ -486,6 +486,21 @@ def test_a_slow_provider_is_not_a_hung_system():
     assert report.failures == {} and report.n == 2 and report.score == 1.0
 
 
+def test_queueing_for_the_clients_own_request_slots_is_waiting_on_the_provider():
+    # Five copies per example, four examples at once, one request at a time to the LM (a server with one slot):
+    # each example spends most of its time queued behind the others' requests. That is the provider's time, not
+    # the system's, so no example times out (before, the queue counted as the system's own time: a 5-copy system
+    # on a busy shared local server scored 0 with 27 of 32 examples "timeout").
+    def responder(messages, info):
+        time.sleep(0.05)
+        return fake_reply(messages, info)
+
+    client = LMClient({"worker": LMConfig(model="fake", max_concurrency=1)}, cache=False, responder=responder)
+    ev = Evaluator(question_task(4), client, limit=4, concurrency=4, example_timeout_s=0.4)
+    report = ev.evaluate(load_seed("self_consistency"))
+    assert report.failures == {} and report.n == 4 and report.score == 1.0
+
+
 def test_parallel_requests_count_once_in_the_time_waited_on_providers():
     seen = Incidents()
     seen.wait(1)

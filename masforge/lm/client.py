@@ -242,7 +242,9 @@ class LMClient:
             # This example is unscored already (the provider failed it): more requests cannot change that.
             raise LMError(f"not sent: an earlier LM call of this example failed ({failed[:200]})", infrastructure=True)
         self.ledger.check()
-        with self._semaphore(cfg):
+        # Queued behind this client's other requests (the LM's slots are all taken) is waiting on the provider
+        # too: that time must not count against the example's own timeout.
+        with waiting_on_provider(), self._semaphore(cfg):
             c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
         c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
         lm_rates.record(cfg, c.latency_s)  # how long this LM takes here: the next run's estimate
