@@ -1,7 +1,8 @@
 """The ``masforge`` command (``masforge = "masforge.cli:main"``; ``python -m masforge`` is the same).
 
-:mod:`.commands` holds the top-level commands (run, evaluate, search, tasks, genome, seeds, report);
-:mod:`.archive`, :mod:`.export` and :mod:`.models` are sub-apps; :mod:`.console` prints one red line per
+:mod:`.commands` holds the app and registers the top-level commands, which live by kind (:mod:`.evaluate`,
+:mod:`.search`, :mod:`.listings`, :mod:`.genome`, :mod:`.export`); :mod:`.archive`, :mod:`.models` and
+:mod:`.portfolio` are sub-apps; :mod:`.console` prints one red line per
 user error. ``app`` and ``main`` are loaded on first use, so ``python -m masforge.cli.archive`` runs a
 sub-app without importing the others first.
 """

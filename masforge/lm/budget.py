@@ -82,12 +82,76 @@ class StopCondition(ABC):
 
 
 @dataclass(frozen=True)
+class BudgetLimit:
+    """One limit of a run, declared once: everything the run configuration, the stop messages and the command
+    line say about it comes from here."""
+
+    field: str
+    """The :class:`Budget` field, also the key under ``budget:`` in a run configuration."""
+    name: str
+    """What a stop by this limit reports (``Stop.limit``, a search's ``stop_reason``)."""
+    usage: str
+    """The :class:`Usage` field it bounds."""
+    unit: str
+    """How its amounts are counted in messages."""
+    flag: str
+    """The command-line flag that sets it."""
+    help: str
+    """The flag's help in ``masforge search``."""
+    reason: str
+    """Why a run stopped, in words; ``{flags}`` stands for the flag (and its short form)."""
+    spend: bool = False
+    """A limit on spending: checked before every LM request, and partly kept for the held-out re-scoring."""
+    scale: int = 1
+    """The flag's value times ``scale`` is the field's (minutes on the command line, seconds in the budget)."""
+    short: str = ""
+    """The flag's short form, if it has one."""
+
+    @property
+    def flags(self) -> str:
+        """The flag as the user may type it, e.g. ``-n / --max-candidates``."""
+        return " / ".join(f for f in (self.short, self.flag) if f)
+
+    @property
+    def stopped(self) -> str:
+        """Why a run stopped by this limit, naming its flag, e.g. ``LM-call budget reached (--max-calls)``."""
+        return self.reason.format(flags=self.flags)
+
+
+# Every limit of a run, in the order a budget checks them (the first one reached names the stop).
+BUDGET_LIMITS: dict[str, BudgetLimit] = {limit.field: limit for limit in (
+    BudgetLimit("max_dollars", "dollars", "dollars", "dollars", "--budget-usd", "Dollar budget.",
+                "dollar budget reached ({flags})", spend=True),
+    BudgetLimit("max_tokens", "tokens", "tokens", "tokens", "--max-tokens", "Token budget.",
+                "token budget reached ({flags})", spend=True),
+    BudgetLimit("max_calls", "llm_calls", "calls", "LM calls", "--max-calls",
+                "LM-call budget (every request sent counts, retries too).", "LM-call budget reached ({flags})",
+                spend=True),
+    BudgetLimit("max_seconds", "wall_time", "seconds", "seconds", "--max-minutes", "Wall-time budget.",
+                "time budget reached ({flags})", spend=True, scale=60),
+    BudgetLimit("max_candidates", "max_candidates", "candidates", "candidates", "--max-candidates",
+                "Candidates to evaluate.", "all candidates evaluated ({flags})", short="-n"),
+    BudgetLimit("patience", "patience", "since_best", "candidates without a new best", "--patience",
+                "Stop after this many candidates without a new best.", "no new best for {flags} candidates"),
+)}
+
+
+@dataclass(frozen=True)
 class _Limit(StopCondition):
-    """A condition ``usage.<field> >= value``."""
+    """A condition ``usage.<field> >= value``; what it says about itself comes from its row of
+    :data:`BUDGET_LIMITS` (``field`` names the row)."""
 
     value: float
+    field: ClassVar[str] = ""
     field_name: ClassVar[str] = ""
     unit: ClassVar[str] = ""
+    scale: ClassVar[int] = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        row = BUDGET_LIMITS[cls.field]
+        cls.limit, cls.flag, cls.spend, cls.field_name, cls.unit, cls.scale = (
+            row.name, row.flag, row.spend, row.usage, row.unit, row.scale)
 
     def reached(self, usage: Usage) -> bool:
         return getattr(usage, self.field_name) >= self.value
@@ -96,7 +160,8 @@ class _Limit(StopCondition):
         return f"{_num(getattr(usage, self.field_name))} of {_num(self.value)} {self.unit}".rstrip()
 
     def setting(self) -> str:
-        return f"{self.flag} {_num(self.value)}"
+        value = self.value if self.scale == 1 else round(self.value / self.scale, 2)
+        return f"{self.flag} {_num(value)}"
 
     def scaled(self, share: float) -> StopCondition:
         if not self.spend:
@@ -113,74 +178,47 @@ def _num(value: float) -> str:
 class MaxDollars(_Limit):
     """Stop when the LM spend reaches ``value`` dollars."""
 
-    limit = "dollars"
-    flag = "--budget-usd"
-    spend = True
-    field_name = "dollars"
-    unit = "dollars"
+    field = "max_dollars"
 
 
 @dataclass(frozen=True)
 class MaxTokens(_Limit):
     """Stop when prompt plus completion tokens reach ``value``."""
 
-    limit = "tokens"
-    flag = "--max-tokens"
-    spend = True
-    field_name = "tokens"
-    unit = "tokens"
+    field = "max_tokens"
 
 
 @dataclass(frozen=True)
 class MaxCalls(_Limit):
     """Stop when ``value`` requests were sent to a provider (retries and failed requests count)."""
 
-    limit = "llm_calls"
-    flag = "--max-calls"
-    spend = True
-    field_name = "calls"
-    unit = "LM calls"
+    field = "max_calls"
 
 
 @dataclass(frozen=True)
 class MaxSeconds(_Limit):
     """Stop after ``value`` seconds of running (a resumed run counts the time of its earlier sessions)."""
 
-    limit = "wall_time"
-    flag = "--max-minutes"
-    spend = True
-    field_name = "seconds"
-    unit = "seconds"
-
-    def setting(self) -> str:
-        return f"{self.flag} {_num(round(self.value / 60, 2))}"
+    field = "max_seconds"
 
 
 @dataclass(frozen=True)
 class MaxCandidates(_Limit):
     """Stop when ``value`` candidates were evaluated (or restored) in this run."""
 
-    limit = "max_candidates"
-    flag = "--max-candidates"
-    field_name = "candidates"
-    unit = "candidates"
+    field = "max_candidates"
 
 
 @dataclass(frozen=True)
 class Patience(_Limit):
     """Stop after ``value`` candidates in a row without a new best."""
 
-    limit = "patience"
-    flag = "--patience"
-    field_name = "since_best"
-    unit = "candidates without a new best"
+    field = "patience"
 
 
-# field name in the configuration -> condition
-_FIELDS: dict[str, type[_Limit]] = {
-    "max_dollars": MaxDollars, "max_tokens": MaxTokens, "max_calls": MaxCalls, "max_seconds": MaxSeconds,
-    "max_candidates": MaxCandidates, "patience": Patience,
-}
+# field name in the configuration -> condition, in the table's order
+_CONDITIONS = {cls.field: cls for cls in (MaxDollars, MaxTokens, MaxCalls, MaxSeconds, MaxCandidates, Patience)}
+_FIELDS: dict[str, type[_Limit]] = {field: _CONDITIONS[field] for field in BUDGET_LIMITS}
 
 
 class Budget(BaseModel):
@@ -283,12 +321,13 @@ def free_lm_warning(budget: Budget, models: dict[str, tuple[bool, bool]]) -> str
     """One line if a dollar limit cannot bind: ``models`` maps each LM to (free, price known)."""
     if budget.max_dollars is None or not models:
         return None
+    dollars, calls = MaxDollars.flag, MaxCalls.flag
     if all(free for free, _ in models.values()):
         names = ", ".join(f"'{m}'" for m in models)
-        return (f"--budget-usd {_num(budget.max_dollars)} has no effect: LM {names} costs nothing here; bound the run "
-                "with --max-calls, --max-tokens or --max-minutes instead")
+        return (f"{dollars} {_num(budget.max_dollars)} has no effect: LM {names} costs nothing here; bound the run "
+                f"with {calls}, {MaxTokens.flag} or {MaxSeconds.flag} instead")
     unknown = [m for m, (free, known) in models.items() if not free and not known]
     if unknown:
-        return (f"--budget-usd: the price of LM '{unknown[0]}' is unknown, so its calls count $0; set price_in_per_m "
-                "and price_out_per_m in its LM configuration, or bound the run with --max-calls")
+        return (f"{dollars}: the price of LM '{unknown[0]}' is unknown, so its calls count $0; set price_in_per_m "
+                f"and price_out_per_m in its LM configuration, or bound the run with {calls}")
     return None

@@ -1,0 +1,57 @@
+"""The listing commands: ``tasks``, ``strategies`` and ``seeds`` (what there is to search with; nothing is
+run)."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from masforge.cli.console import console, user_errors
+from masforge.text import shorten
+
+
+def tasks() -> None:
+    """List the built-in tasks with their split sizes and metrics."""
+    from masforge.evaluators.tasks import describe_tasks
+
+    table = Table(title="tasks (split sizes for --seed 0; --limit takes the first N of a split)")
+    for col in ("name", "description", "train / validation / test"):
+        table.add_column(col)
+    for name, description, splits in describe_tasks():
+        table.add_row(escape(name), escape(description), splits)
+    table.add_row("FILE.jsonl", "your own data: question/answer lines, exact match",
+                  "the rest / 20% / 20% of the lines (at least 1 each from 3 lines; val_fraction and "
+                  "test_fraction in task_options change it)")
+    console.print(table)
+
+
+def strategies() -> None:
+    """List the search strategies with what each does and its options (no search is run)."""
+    from masforge.search.strategies import describe_strategies
+
+    table = Table(title="strategies (use with --strategy NAME, or a pipeline such as knapsack,evolve,tune)",
+                  show_lines=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("what it does", overflow="fold", ratio=1)
+    table.add_column("options: --option NAME=VALUE (or strategy_options in a run configuration)", overflow="fold",
+                     ratio=2)
+    for name, summary, options in describe_strategies():
+        table.add_row(name, escape(summary), "\n".join(f"[bold]{o.name}[/bold]={escape(repr(o.default))}: "
+                                                         f"{escape(o.help)}" for o in options))
+    console.print(table)
+
+
+def seeds() -> None:
+    """List the shipped seed systems."""
+    from masforge.seeds import seed_paths
+
+    table = Table(title="seeds")
+    for col in ("name", "file", "kind", "agents", "description"):
+        table.add_column(col)
+    with user_errors():
+        from masforge.genome import load_genome
+
+        for path in seed_paths():
+            g = load_genome(path)
+            table.add_row(g.name, path.name, g.kind, str(len(g.agents)), shorten(g.description, 70))
+    console.print(table)

@@ -1,0 +1,86 @@
+"""Each budget limit is declared once, in masforge.lm.budget.BUDGET_LIMITS: the search (and evaluate/compare)
+options, the configuration errors' flag names and the stop messages all come from that table, so a limit cannot
+have a flag the help does not list or a stop message that names no flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from masforge.cli import app
+from masforge.cli.evaluate import EVAL_LIMITS
+from masforge.cli.options import STOP_REASONS
+from masforge.cli.search import SEARCH_FLAGS
+from masforge.lm.budget import BUDGET_LIMITS, Budget, Usage
+
+TASK = "rg:basic_arithmetic"
+PRICED_FAKE = {"model": "fake", "price_in_per_m": 1000.0, "price_out_per_m": 1000.0}
+# flags that make a small search on the fake LM stop by each limit (a dollar limit needs a priced LM)
+STOPPING = {
+    "max_dollars": ["--budget-usd", "0.001"],
+    "max_tokens": ["--max-tokens", "30"],
+    "max_calls": ["--max-calls", "2"],
+    "max_seconds": ["--max-minutes", "0.0001"],
+    "max_candidates": ["-n", "1"],
+    "patience": ["--patience", "1"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def _help(*command: str) -> str:
+    res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.replace("│", " ").split())
+
+
+def test_every_limit_has_its_flag_and_help_in_search_help() -> None:
+    shown = _help("search")
+    for limit in BUDGET_LIMITS.values():
+        assert f"{limit.flag} " in shown and limit.help in shown, limit.field
+        assert SEARCH_FLAGS[f"budget.{limit.field}"] == limit.flag  # configuration errors name the same flag
+    assert "-n " in shown
+
+
+def test_evaluate_and_compare_take_the_spend_limits_from_the_table() -> None:
+    for command in ("evaluate", "compare"):
+        shown = _help(command)
+        for field in EVAL_LIMITS:
+            limit = BUDGET_LIMITS[field]
+            assert f"{limit.flag} " in shown and f"Stop after this many {limit.unit}." in shown, (command, field)
+
+
+@pytest.mark.parametrize("field", list(BUDGET_LIMITS))
+def test_a_budget_stop_names_the_flag_that_set_it(field: str) -> None:
+    limit = BUDGET_LIMITS[field]
+    spent = Usage(dollars=1e6, tokens=10**6, calls=10**6, seconds=1e6, candidates=10**6, since_best=10**6)
+    stop = Budget(**{field: 1}).stop(spent)
+    assert stop is not None and stop.limit == limit.name and stop.flag == limit.flag
+    assert f"budget reached: {limit.flag} " in stop.message
+    assert limit.flag in STOP_REASONS[limit.name]
+
+
+def test_the_table_and_the_stop_messages_cover_every_budget_field() -> None:
+    limits = {name for name, field in Budget.model_fields.items() if name != "test_share"}
+    assert set(BUDGET_LIMITS) == limits == set(STOPPING)
+
+
+@pytest.mark.parametrize("field", list(BUDGET_LIMITS))
+def test_a_search_stopped_by_each_limit_names_its_flag(tmp_path: Path, field: str) -> None:
+    limit = BUDGET_LIMITS[field]
+    config = tmp_path / "run.yaml"  # a priced fake LM, so dollars are spent
+    config.write_text(yaml.safe_dump({"task": TASK, "lm": PRICED_FAKE}), encoding="utf-8")
+    args = ["search", "--task", TASK, "--config", str(config), "--strategy", "random", "--seeds", "cot,io",
+            "--limit", "2", "--test-limit", "1", "--test-top-k", "0", "-q", "--output", str(tmp_path / "runs")]
+    if field != "max_candidates":
+        args += ["-n", "30"]
+    res = CliRunner().invoke(app, [*args, *STOPPING[field]], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert f"stopped: {limit.stopped};" in res.output and limit.flag in limit.stopped, res.output
