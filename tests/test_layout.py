@@ -246,7 +246,6 @@ LONG_FILES = {
     "masforge/sandbox/_sandbox_child.py": "run as one script from a sealed in-memory file, stdlib only: it imports "
                                           "no sibling, so splitting it needs a loader carrying several code objects",
     "masforge/cli/commands.py": "every sub-command's options in one place; to be split by command",
-    "masforge/export/writer.py": "config, portfolio and code exports share their head and tail; to be split by format",
     "masforge/testing/hostile.py": "the hostile-program suite, one program per attack; test double, not product path",
     "masforge/testing/stub_server.py": "the OpenAI-compatible stub server and its fault modes; test double",
     "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
@@ -257,7 +256,6 @@ LONG_FUNCTIONS = {
                                                           "global: split, it would become patchable",
     "masforge/sandbox/_sandbox_child.py:hook": "the audit hook itself (same reason)",
     "masforge/cli/commands.py:search": "the search command's options, one parameter each",
-    "masforge/export/writer.py:_export_config": "a config export's head written in order; to be split with the writer",
     "masforge/report/html.py:render_html": "the report page assembled in order; to be split by section",
     "genome/validate.py:_problems": "every genome check in one pass; the lead works on genome/validate.py",
     "search/engine.py:run_search": "the search loop; the lead works on search/",
