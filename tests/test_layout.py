@@ -256,7 +256,6 @@ LONG_FUNCTIONS = {
                                                           "global: split, it would become patchable",
     "masforge/sandbox/_sandbox_child.py:hook": "the audit hook itself (same reason)",
     "masforge/cli/commands.py:search": "the search command's options, one parameter each",
-    "genome/validate.py:_problems": "every genome check in one pass; the lead works on genome/validate.py",
     "search/engine.py:run_search": "the search loop; the lead works on search/",
     "search/operators/proposal.py:_normalise_spec": "the meta-agent's proposal read leniently; the lead works on "
                                                     "search/",
