@@ -257,8 +257,6 @@ LONG_FUNCTIONS = {
     "masforge/sandbox/_sandbox_child.py:hook": "the audit hook itself (same reason)",
     "masforge/cli/commands.py:search": "the search command's options, one parameter each",
     "search/engine.py:run_search": "the search loop; the lead works on search/",
-    "search/operators/proposal.py:_normalise_spec": "the meta-agent's proposal read leniently; the lead works on "
-                                                    "search/",
 }
 
 
