@@ -246,7 +246,6 @@ LONG_FILES = {
     "masforge/sandbox/_sandbox_child.py": "run as one script from a sealed in-memory file, stdlib only: it imports "
                                           "no sibling, so splitting it needs a loader carrying several code objects",
     "masforge/cli/commands.py": "every sub-command's options in one place; to be split by command",
-    "masforge/testing/stub_server.py": "the OpenAI-compatible stub server and its fault modes; test double",
     "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
     "evaluators/tasks.py": "the built-in tasks and their loaders; to be split by task family",
 }
