@@ -173,11 +173,30 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
         return ["portfolio: only portfolio genomes carry members and a router; remove it or set kind: portfolio"]
     if genome.kind == "code":
         return _code_problems(genome)
-    if known_tools is None:
-        known_tools = tool_names()
-    tools = set(known_tools)
+    return _config_problems(genome, set(tool_names() if known_tools is None else known_tools))
+
+
+def _config_problems(genome: Genome, tools: set[str]) -> list[str]:
+    """A config genome's problems, checked in stages: each stage runs only on what the ones before it found
+    sound (an edge to an unknown agent would make every reachability problem after it noise)."""
+    ids = [a.id for a in genome.agents]
+    found = _agent_problems(genome, tools) or _edge_problems(genome, ids) or _judge_problems(genome, ids)
+    if found:
+        return found
+    out = _judge_placement_problems(genome)
+    ends = _end_problems(genome)
+    if ends:
+        return [*out, *ends]
+    wiring = Wiring(genome)
+    out += _reach_problems(genome, wiring)
+    if out:
+        return out
+    return _cycle_problems(genome, ids, wiring) + _field_problems(genome, wiring)
+
+
+def _agent_problems(genome: Genome, tools: set[str]) -> list[str]:
+    """The genome's fields and each agent on its own: ids, tools, modules, execute nodes' settings, signatures."""
     out: list[str] = []
-    topo = genome.topology
     if genome.code:
         out.append("code: only code genomes carry code; remove it or set kind: code")
     shared = [name for name in genome.outputs if name in genome.inputs]
@@ -185,14 +204,12 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
         return [*out, f"outputs: '{shared[0]}' is also an input; give the outputs names of their own"]
     if not genome.agents:
         return [*out, "agents: a config genome needs at least one agent"]
-    ids: list[str] = []
     seen_ids: set[str] = set()
     for i, agent in enumerate(genome.agents):
         if agent.id in RESERVED_NODES:
             out.append(f"agents[{i}].id: '{agent.id}' is reserved for the graph's ends; rename the agent")
         elif agent.id in seen_ids:
             out.append(f"agents[{i}].id: duplicate agent id '{agent.id}'; agent ids must be unique")
-        ids.append(agent.id)
         seen_ids.add(agent.id)
         for tool in agent.tools:
             if tool not in tools:
@@ -211,11 +228,14 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
     if executes and taken:
         out.append(f"outputs: '{taken[0]}' is what execute node '{executes[0]}' writes beside the answer; give the "
                    "genome output another name")
-    if out:
-        return out
+    return out
 
-    nodes = seen_ids | set(RESERVED_NODES)
-    for j, (a, b) in enumerate(topo.edges):
+
+def _edge_problems(genome: Genome, ids: list[str]) -> list[str]:
+    """Each edge on its own (its ends exist, nothing flows into input or out of output) and each condition."""
+    out = []
+    nodes = set(ids) | set(RESERVED_NODES)
+    for j, (a, b) in enumerate(genome.topology.edges):
         for end in (a, b):
             if end not in nodes:
                 known = ", ".join(ids[:20]) + (f", ... ({len(ids)} agents)" if len(ids) > 20 else "")
@@ -227,35 +247,56 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
             out.append(f"topology.edges[{j}]: nothing flows out of 'output' ({_edge_text((a, b))})")
         if a == "input" and b == "output":
             out.append(f"topology.edges[{j}]: 'input -> output' bypasses every agent; remove it")
-    out += _condition_problems(genome, {a.id: a.module for a in genome.agents})
-    if out:
-        return out
+    return out + _condition_problems(genome, {a.id: a.module for a in genome.agents})
 
+
+def _judge_problems(genome: Genome, ids: list[str]) -> list[str]:
+    """Aggregation by a judge that cannot judge: none named, an unknown agent, or an execute node."""
+    topo = genome.topology
+    judge = topo.judge
+    if topo.aggregation != "judge":
+        return []
+    if not judge:
+        return ["topology.judge: aggregation 'judge' needs topology.judge set to an agent id"]
+    if judge not in ids:
+        return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids[:20])})"]
+    if genome.agent(judge).module == EXECUTE_MODULE:
+        return [f"topology.judge: '{judge}' is an execute node; a judge must be an LM agent"]
+    return []
+
+
+def _judge_placement_problems(genome: Genome) -> list[str]:
+    """A judge wired into the graph (it runs after it), or a judge named without aggregation by a judge."""
+    topo = genome.topology
     judge = topo.judge
     if topo.aggregation == "judge":
-        if not judge:
-            return ["topology.judge: aggregation 'judge' needs topology.judge set to an agent id"]
-        if judge not in seen_ids:
-            return [f"topology.judge: unknown agent '{judge}' (agents: {', '.join(ids[:20])})"]
-        if genome.agent(judge).module == EXECUTE_MODULE:
-            return [f"topology.judge: '{judge}' is an execute node; a judge must be an LM agent"]
         if any(judge in e for e in topo.edges):
-            out.append(f"topology.judge: judge '{judge}' must not appear in edges (it runs after the graph "
-                       "on the candidates that reach output)")
+            return [f"topology.judge: judge '{judge}' must not appear in edges (it runs after the graph "
+                    "on the candidates that reach output)"]
     elif judge:
-        out.append(f"topology.judge: set to '{judge}' but aggregation is '{topo.aggregation}'; "
-                   "set aggregation: judge or remove judge")
+        return [f"topology.judge: set to '{judge}' but aggregation is '{topo.aggregation}'; "
+                "set aggregation: judge or remove judge"]
+    return []
 
-    if not any(b == "output" for _, b in topo.edges):
-        return [*out, "topology.edges: nothing reaches 'output'; add an edge like 'solver -> output'"]
-    if not any(a == "input" for a, _ in topo.edges):
-        return [*out, "topology.edges: nothing reads 'input'; add an edge like 'input -> solver'"]
 
-    wiring = Wiring(genome)
+def _end_problems(genome: Genome) -> list[str]:
+    """The graph's ends: something must reach output, and something must read input (the first missing one)."""
+    edges = genome.topology.edges
+    if not any(b == "output" for _, b in edges):
+        return ["topology.edges: nothing reaches 'output'; add an edge like 'solver -> output'"]
+    if not any(a == "input" for a, _ in edges):
+        return ["topology.edges: nothing reads 'input'; add an edge like 'input -> solver'"]
+    return []
+
+
+def _reach_problems(genome: Genome, wiring: Wiring) -> list[str]:
+    """Every agent but the judge is wired, reached from input and reaches output."""
+    topo = genome.topology
+    out = []
     from_input = wiring.reachable_from("input")
     to_output = wiring.reaching("output")
     for i, agent in enumerate(genome.agents):
-        if agent.id == judge and topo.aggregation == "judge":
+        if agent.id == topo.judge and topo.aggregation == "judge":
             continue
         if agent.id not in wiring.nodes_in_edges:
             out.append(f"agents[{i}]: agent '{agent.id}' is in no edge; wire it or remove it")
@@ -265,17 +306,27 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
         if agent.id not in to_output:
             out.append(f"agents[{i}]: agent '{agent.id}' never reaches output (its work is lost); "
                        "add an edge towards output or remove it")
-    if out:
-        return out
+    return out
 
+
+def _cycle_problems(genome: Genome, ids: list[str], wiring: Wiring) -> list[str]:
+    """A cycle of agents runs in rounds: it needs two at least."""
+    out = []
     edges = agent_edges(genome)
     edge_set = set(edges)
     graph_ids = [i for i in ids if i in wiring.nodes_in_edges]
     for comp in strongly_connected(graph_ids, edges):
-        if is_cyclic(comp, edge_set) and topo.rounds < 2:
+        if is_cyclic(comp, edge_set) and genome.topology.rounds < 2:
             cycle = " -> ".join([*comp, comp[0]])
             out.append(f"topology.rounds: cycle {cycle} needs rounds >= 2 (set topology.rounds: 2 or more)")
+    return out
 
+
+def _field_problems(genome: Genome, wiring: Wiring) -> list[str]:
+    """What flows along the wiring: each agent's input fields reach it, an agent feeding output (or the judge)
+    writes the genome's outputs, and an execute node has code to run."""
+    topo = genome.topology
+    out = []
     for i, agent in enumerate(genome.agents):
         if agent.module == EXECUTE_MODULE:
             out += _execute_wiring_problems(genome, i, agent, wiring)
@@ -290,7 +341,7 @@ def _problems(genome: Genome, known_tools: Iterable[str] | None = None) -> list[
                 fix = f"; add edge 'input -> {agent.id}'" if name in genome.inputs else ""
                 out.append(f"agents[{i}].signature: input '{name}' never reaches agent '{agent.id}' ({hint}){fix}")
         feeds_output = "output" in wiring.succs.get(agent.id, ())
-        is_judge = topo.aggregation == "judge" and agent.id == judge
+        is_judge = topo.aggregation == "judge" and agent.id == topo.judge
         if feeds_output or is_judge:
             missing = [o for o in genome.outputs if o not in sig.output_names]
             if missing:

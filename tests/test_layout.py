@@ -245,9 +245,6 @@ MAX_FUNCTION_LINES = 100
 LONG_FILES = {
     "masforge/sandbox/_sandbox_child.py": "run as one script from a sealed in-memory file, stdlib only: it imports "
                                           "no sibling, so splitting it needs a loader carrying several code objects",
-    "masforge/export/writer.py": "config, portfolio and code exports share their head and tail; to be split by format",
-    "masforge/testing/hostile.py": "the hostile-program suite, one program per attack; test double, not product path",
-    "masforge/testing/stub_server.py": "the OpenAI-compatible stub server and its fault modes; test double",
     "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
     "evaluators/tasks.py": "the built-in tasks and their loaders; to be split by task family",
 }
@@ -255,12 +252,7 @@ LONG_FUNCTIONS = {
     "masforge/sandbox/_sandbox_child.py:_make_audit_hook": "the audit hook may call no helper of its own and read no "
                                                           "global: split, it would become patchable",
     "masforge/sandbox/_sandbox_child.py:hook": "the audit hook itself (same reason)",
-    "masforge/export/writer.py:_export_config": "a config export's head written in order; to be split with the writer",
-    "masforge/report/html.py:render_html": "the report page assembled in order; to be split by section",
-    "genome/validate.py:_problems": "every genome check in one pass; the lead works on genome/validate.py",
     "search/engine.py:run_search": "the search loop; the lead works on search/",
-    "search/operators/proposal.py:_normalise_spec": "the meta-agent's proposal read leniently; the lead works on "
-                                                    "search/",
 }
 
 

@@ -200,12 +200,26 @@ def _plain(value: Any) -> str:
 
 def render_html(data: ReportData) -> str:
     """The report as one HTML document with inline CSS, SVG and JavaScript (no external resources)."""
+    sections = [
+        _notes_section(data),
+        _progress_section(data),
+        _front_section(data),
+        _lineage_section(data),
+        _strategies_section(data),
+        _top_section(data),
+        _test_section(data),
+        _spend_section(data),
+        _candidates_section(data),
+    ]
+    return _page(data, _header_cards(data), [s for s in sections if s])
+
+
+def _header_cards(data: ReportData) -> list[str]:
+    """The cards under the title: the verdict first, then the best scores, the candidates and the spend."""
     spend = data.spend
     best = data.best
     best_test = data.best_test
-    lm = data.config.get("lm")
-    lm_text = lm.get("model", lm) if isinstance(lm, dict) else (lm or "local")
-    cards = [
+    return [
         *_verdict_cards(data.verdict),
         _card(f"{best['score']:.3f}" if best else "-", "best selection score",
               _ci_text(best, data.stats.get("selection_examples") or data.config.get("limit"))),
@@ -218,55 +232,72 @@ def render_html(data: ReportData) -> str:
         _card(f"{int(num(spend.get('llm_calls'))):,} (+{int(num(spend.get('cache_hits'))):,} cached)", "LM calls"),
         _card(f"{num(spend.get('elapsed_s')):.0f} s", "wall time"),
     ]
-    sections: list[str] = []
-    if data.notes:
-        sections.append("<section>" + "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes) + "</section>")
 
+
+def _notes_section(data: ReportData) -> str:
+    """What the reader should know first (an unfinished run, a missing file); empty without notes."""
+    if not data.notes:
+        return ""
+    return "<section>" + "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes) + "</section>"
+
+
+def _progress_section(data: ReportData) -> str:
+    """The best and median score against evaluations and against spend."""
     spend_x = "spent" if any(r["spent"] > 0 for r in data.progress) else "n"
     spend_label = data.spend_label if spend_x == "spent" else "evaluations (nothing was spent)"
-    sections.append(
-        '<section id="progress"><h2>Search progress</h2><div class="charts">'
-        f"<div><h3>Score against evaluations</h3>{progress_chart(data.progress, 'n', 'evaluations')}</div>"
-        f"<div><h3>Score against spend</h3>{progress_chart(data.progress, spend_x, spend_label)}</div>"
-        "</div></section>")
+    return ('<section id="progress"><h2>Search progress</h2><div class="charts">'
+            f"<div><h3>Score against evaluations</h3>{progress_chart(data.progress, 'n', 'evaluations')}</div>"
+            f"<div><h3>Score against spend</h3>{progress_chart(data.progress, spend_x, spend_label)}</div>"
+            "</div></section>")
 
+
+def _front_section(data: ReportData) -> str:
+    """Every candidate's score against its cost, and the Pareto front as a table."""
     front_rows = [[c["name"], c["id"][:12], f"{c['score']:.3f}", f"{c[data.cost_key]:.6g}",
                    f"{c.get('strategy', '')}/{c.get('operator', '')}"] for c in data.front]
-    sections.append(
-        '<section id="front"><h2>Quality against cost</h2>'
-        f"{pareto_chart(data.candidates, data.front, data.cost_key, data.cost_label)}"
-        f"<h3>Pareto front ({len(data.front)})</h3>"
-        f"{_table(['name', 'id', 'score', data.cost_label.split(' (')[0], 'made by'], front_rows, {2, 3})}"
-        "</section>")
+    return ('<section id="front"><h2>Quality against cost</h2>'
+            f"{pareto_chart(data.candidates, data.front, data.cost_key, data.cost_label)}"
+            f"<h3>Pareto front ({len(data.front)})</h3>"
+            f"{_table(['name', 'id', 'score', data.cost_label.split(' (')[0], 'made by'], front_rows, {2, 3})}"
+            "</section>")
 
+
+def _lineage_section(data: ReportData) -> str:
+    """The best system's ancestors and descendants as a graph."""
+    best = data.best
     lineage_note = ('<p class="muted">Large family: only the nearest relatives are shown.</p>'
                     if data.lineage_truncated else "")
     best_title = f"{esc(best['name'])} ({esc(best['id'][:12])})" if best else "-"
-    sections.append(
-        f'<section id="lineage"><h2>Lineage of the best system: {best_title}</h2>'
-        '<p class="muted">Its ancestors above it (oldest at the top), systems bred from it (up to '
-        f"{DESCENDANT_DEPTH} generations) below; each arrow goes from a parent to a system bred from it (blue: the "
-        "best system, green: seeds). Hover a box for details.</p>"
-        f'<div class="lineage-wrap">{lineage_svg(data.lineage)}</div>{lineage_note}</section>')
+    return (f'<section id="lineage"><h2>Lineage of the best system: {best_title}</h2>'
+            '<p class="muted">Its ancestors above it (oldest at the top), systems bred from it (up to '
+            f"{DESCENDANT_DEPTH} generations) below; each arrow goes from a parent to a system bred from it (blue: the "
+            "best system, green: seeds). Hover a box for details.</p>"
+            f'<div class="lineage-wrap">{lineage_svg(data.lineage)}</div>{lineage_note}</section>')
 
+
+def _strategies_section(data: ReportData) -> str:
+    """The strategies of the pipeline side by side; empty when the run used only one."""
     several = len(data.strategies) > 1 or len({r["strategy"] for r in data.strategy_rows} - {"seed"}) > 1
-    if several:
-        spent_head = "$ spent" if data.spend_key == "dollars" else "tokens spent"
-        rows = []
-        for r in data.strategy_rows:
-            beats = r["beats_seeds"]
-            mark = "-" if beats is None else ('<span class="yes">yes</span>' if beats else '<span class="no">no</span>')
-            rows.append([r["strategy"], r["candidates"], f"{r['best']:.3f}", f"{r['mean']:.3f}", r["best_name"],
-                         (mark, "" if beats is None else int(beats)),
-                         f"{r['spent']:.4f}" if data.spend_key == "dollars" else f"{int(r['spent']):,}"])
-        sections.append(
-            '<section id="strategies"><h2>Strategies compared</h2>'
+    if not several:
+        return ""
+    spent_head = "$ spent" if data.spend_key == "dollars" else "tokens spent"
+    rows = []
+    for r in data.strategy_rows:
+        beats = r["beats_seeds"]
+        mark = "-" if beats is None else ('<span class="yes">yes</span>' if beats else '<span class="no">no</span>')
+        rows.append([r["strategy"], r["candidates"], f"{r['best']:.3f}", f"{r['mean']:.3f}", r["best_name"],
+                     (mark, "" if beats is None else int(beats)),
+                     f"{r['spent']:.4f}" if data.spend_key == "dollars" else f"{int(r['spent']):,}"])
+    return ('<section id="strategies"><h2>Strategies compared</h2>'
             f"<p class=\"muted\">Pipeline: {esc(' → '.join(data.strategies))}. Spend is attributed from the "
             "running totals in events.jsonl.</p>"
             + _table(["strategy", "candidates", "best", "mean", "best system", "beats best seed?", spent_head], rows,
                      {1, 2, 3, 6})
             + "</section>")
 
+
+def _top_section(data: ReportData) -> str:
+    """The top systems by validation score: their numbers, agents, wiring and what changed from their parent."""
     systems = []
     for i, item in enumerate(data.top, 1):
         c = item.candidate
@@ -284,9 +315,12 @@ def render_html(data: ReportData) -> str:
             f"{meta}" + (f"<ul>{agents}</ul>" if agents else "")
             + (f'<p class="muted">{esc(item.topology)}</p>' if item.topology else "")
             + f"{parent}<pre>{esc(item.diff)}</pre></div>")
-    sections.append('<section id="top"><h2>Top systems (validation) and what changed from their parents</h2>'
-                    + ("".join(systems) or '<p class="empty">No candidates.</p>') + "</section>")
+    return ('<section id="top"><h2>Top systems (validation) and what changed from their parents</h2>'
+            + ("".join(systems) or '<p class="empty">No candidates.</p>') + "</section>")
 
+
+def _test_section(data: ReportData) -> str:
+    """The held-out test scores of the systems re-scored on the test split."""
     if data.test:
         rows = [[t.get("name", ""), str(t.get("genome_id", ""))[:12], f"{num(t.get('validation')):.3f}",
                  f"{num(t.get('test')):.3f}",
@@ -295,26 +329,37 @@ def render_html(data: ReportData) -> str:
         test_html = _table(["name", "id", "validation", "test", "95% CI", "$ / example", "seed?"], rows, {2, 3, 5})
     else:
         test_html = '<p class="empty">No held-out test scores (test_top_k was 0 or the run was interrupted).</p>'
-    sections.append('<section id="test"><h2>Held-out test split (never seen by the search)</h2>'
-                    f"{test_html}</section>")
+    return ('<section id="test"><h2>Held-out test split (never seen by the search)</h2>'
+            f"{test_html}</section>")
 
+
+def _spend_section(data: ReportData) -> str:
+    """What the run spent, its statistics and its configuration."""
     spend_rows = [[k.replace("_", " "), f"{num(v):.6f}" if k == "dollars" else
-                   (f"{num(v):.1f}" if k == "elapsed_s" else _plain(v))] for k, v in spend.items()]
+                   (f"{num(v):.1f}" if k == "elapsed_s" else _plain(v))] for k, v in data.spend.items()]
     stats_rows = [[k.replace("_", " "), _plain(v)] for k, v in data.stats.items()]
-    sections.append('<section id="spend"><h2>Spend and run statistics</h2><div class="charts"><div>'
-                    + _table(["spend", "value"], spend_rows, {1}, sortable=False) + "</div><div>"
-                    + _table(["statistic", "value"], stats_rows, {1}, sortable=False) + "</div></div>"
-                    + f'<h3>Configuration</h3><pre>{esc(yaml.safe_dump(data.config, sort_keys=False).strip())}</pre>'
-                    + "</section>")
+    return ('<section id="spend"><h2>Spend and run statistics</h2><div class="charts"><div>'
+            + _table(["spend", "value"], spend_rows, {1}, sortable=False) + "</div><div>"
+            + _table(["statistic", "value"], stats_rows, {1}, sortable=False) + "</div></div>"
+            + f'<h3>Configuration</h3><pre>{esc(yaml.safe_dump(data.config, sort_keys=False).strip())}</pre>'
+            + "</section>")
 
+
+def _candidates_section(data: ReportData) -> str:
+    """Every candidate in one sortable table."""
     all_rows = [[c["name"], c["id"][:12], (f"{c['score']:.3f}", c["score"]), (f"{c['fitness']:.3f}", c["fitness"]),
                  (f"{c['dollars_per_example']:.6f}", c["dollars_per_example"]),
                  (f"{c['tokens_per_example']:.0f}", c["tokens_per_example"]), c.get("strategy", ""),
                  c.get("operator", ""), c.get("generation", 0)] for c in data.candidates]
-    sections.append('<section id="candidates"><h2>All candidates</h2><p class="muted">Click a column to sort.</p>'
-                    + _table(["name", "id", "score", "fitness", "$ / example", "tokens / example", "strategy",
-                              "operator", "generation"], all_rows, {2, 3, 4, 5, 8}) + "</section>")
+    return ('<section id="candidates"><h2>All candidates</h2><p class="muted">Click a column to sort.</p>'
+            + _table(["name", "id", "score", "fitness", "$ / example", "tokens / example", "strategy",
+                      "operator", "generation"], all_rows, {2, 3, 4, 5, 8}) + "</section>")
 
+
+def _page(data: ReportData, cards: list[str], sections: list[str]) -> str:
+    """The document around the cards and sections: title, the run's header line, styles, footer and script."""
+    lm = data.config.get("lm")
+    lm_text = lm.get("model", lm) if isinstance(lm, dict) else (lm or "local")
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = f"masforge report: {data.name}"
     return (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -295,6 +295,18 @@ def _clamp(value: Any, lo: float, hi: float, as_int: bool = False) -> Any:
 
 def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
     """Undo the formatting slips small models make, so only real design errors need a repair round."""
+    data = _flatten(data)
+    end = _end_namer(_normalise_agents(data))
+    conditions = _normalise_edges(data, end)
+    _normalise_conditions(data, conditions, end)
+    _normalise_settings(data, end)
+    _drop_unwired(data)
+    return data
+
+
+def _flatten(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the proposal with its design at the top level: out of a wrapper object (``{"design": {...}}``)
+    and out of a ``topology`` object."""
     if "agents" not in data:
         nested = next((v for v in data.values() if isinstance(v, dict) and "agents" in v), None)
         if nested is not None:
@@ -305,46 +317,64 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
         for key in ("edges", "rounds", "aggregation", "judge", "conditions"):
             if topo.get(key) is not None:  # an empty topology must not turn missing fields into nulls
                 data.setdefault(key, topo[key])
+    return data
+
+
+def _normalise_agents(data: dict[str, Any]) -> dict[str, str]:
+    """The agents as a list of cleaned-up dicts, a repeated one dropped; returns each name the model gave an agent
+    (as written and lower-cased) mapped to the id it got."""
     agents = data.get("agents")
     if isinstance(agents, dict):  # {"solver": {...}} instead of a list
         agents = [{"id": k, **v} if isinstance(v, dict) else {"id": k} for k, v in agents.items()]
     renamed: dict[str, str] = {}
     if isinstance(agents, list):
-        fixed = []
+        fixed: list[Any] = []
         for i, agent in enumerate(agents):
             if not isinstance(agent, dict):
                 fixed.append(agent)
                 continue
-            a = {k: v for k, v in agent.items() if v is not None}
-            raw_id = a.get("id", a.get("name", a.get("role", "")))
-            a["id"] = _ident(raw_id, f"agent_{i + 1}")
-            renamed[str(raw_id).strip()] = a["id"]
-            renamed[str(raw_id).strip().lower()] = a["id"]
-            if isinstance(a.get("module"), str):
-                mod = re.sub(r"[\s-]+", "_", a["module"].strip().lower())
-                a["module"] = _MODULE_ALIASES.get(mod.replace("_", ""), _MODULE_ALIASES.get(mod, mod))
-            if isinstance(a.get("tools"), str):
-                a["tools"] = [t.strip() for t in a["tools"].split(",") if t.strip()]
-            if "temperature" in a:
-                a["temperature"] = _clamp(a["temperature"], 0.0, 2.0)
-            if "copies" in a:
-                a["copies"] = _clamp(a["copies"], 1, 16, as_int=True)
-            if isinstance(a.get("adapter"), str):
-                adapter = a["adapter"].strip().lower()
-                a["adapter"] = adapter if adapter in ADAPTERS else "auto"  # a format name the runtime lacks
-            if isinstance(a.get("tools"), list):
-                a["tools"] = list(dict.fromkeys(str(t).strip() for t in a["tools"]))
-            for key in ("role", "instructions"):
-                if key in a:
-                    a[key] = str(a[key]).strip()
-            if a.get("module") == EXECUTE_MODULE:
-                # an execute node calls no LM: what a model writes there ("run the tests") means nothing
-                for key in ("instructions", "temperature", "copies", "tools", "adapter", "lm", "signature"):
-                    a.pop(key, None)
+            a = _normalise_agent(i, agent, renamed)
             if any(isinstance(f, dict) and f.get("id") == a["id"] for f in fixed):
                 continue  # a repeated agent (small models loop): edges can only mean the first one
             fixed.append(a)
         data["agents"] = fixed
+    return renamed
+
+
+def _normalise_agent(i: int, agent: dict[str, Any], renamed: dict[str, str]) -> dict[str, Any]:
+    """Agent ``i`` cleaned up: an identifier id (recorded in ``renamed``), a known module name, tools as a list
+    without repeats, settings clamped to their ranges, and nothing an execute node cannot use."""
+    a = {k: v for k, v in agent.items() if v is not None}
+    raw_id = a.get("id", a.get("name", a.get("role", "")))
+    a["id"] = _ident(raw_id, f"agent_{i + 1}")
+    renamed[str(raw_id).strip()] = a["id"]
+    renamed[str(raw_id).strip().lower()] = a["id"]
+    if isinstance(a.get("module"), str):
+        mod = re.sub(r"[\s-]+", "_", a["module"].strip().lower())
+        a["module"] = _MODULE_ALIASES.get(mod.replace("_", ""), _MODULE_ALIASES.get(mod, mod))
+    if isinstance(a.get("tools"), str):
+        a["tools"] = [t.strip() for t in a["tools"].split(",") if t.strip()]
+    if "temperature" in a:
+        a["temperature"] = _clamp(a["temperature"], 0.0, 2.0)
+    if "copies" in a:
+        a["copies"] = _clamp(a["copies"], 1, 16, as_int=True)
+    if isinstance(a.get("adapter"), str):
+        adapter = a["adapter"].strip().lower()
+        a["adapter"] = adapter if adapter in ADAPTERS else "auto"  # a format name the runtime lacks
+    if isinstance(a.get("tools"), list):
+        a["tools"] = list(dict.fromkeys(str(t).strip() for t in a["tools"]))
+    for key in ("role", "instructions"):
+        if key in a:
+            a[key] = str(a[key]).strip()
+    if a.get("module") == EXECUTE_MODULE:
+        # an execute node calls no LM: what a model writes there ("run the tests") means nothing
+        for key in ("instructions", "temperature", "copies", "tools", "adapter", "lm", "signature"):
+            a.pop(key, None)
+    return a
+
+
+def _end_namer(renamed: dict[str, str]) -> Callable[[Any], str]:
+    """How an edge's end written by the model names a node: input, output, or the id its agent got."""
 
     def end(name: Any) -> str:
         text = str(name).strip().strip("'\"")
@@ -352,6 +382,12 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
             return text.lower()
         return renamed.get(text, renamed.get(text.lower(), _ident(text, text)))
 
+    return end
+
+
+def _normalise_edges(data: dict[str, Any], end: Callable[[Any], str]) -> dict[str, Any]:
+    """The edges as ``a -> b`` strings however they were written (one string, pairs, objects, other arrows);
+    returns the conditions written on them (``a -> b (if fail)``, ``{"when": "fail"}``) by edge."""
     edges = data.get("edges")
     if isinstance(edges, str):
         edges = [e for e in re.split(r"[,;\n]", edges) if e.strip()]
@@ -377,6 +413,12 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
             if verdict is not None:
                 conditions[out[-1]] = verdict
         data["edges"] = out
+    return conditions
+
+
+def _normalise_conditions(data: dict[str, Any], conditions: dict[str, Any], end: Callable[[Any], str]) -> None:
+    """The conditions given on their own (a dict or a list of them) joined to those written on the edges, their
+    edges written like the edges and their verdicts as ``pass`` / ``fail``."""
     given = data.get("conditions")
     if isinstance(given, list):  # [{"edge": "a -> b", "when": "fail"}] or [["a -> b", "fail"]]
         given = dict(_condition_item(c) for c in given if _condition_item(c) is not None)
@@ -387,6 +429,10 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
             conditions[edge] = _verdict(verdict) or verdict
     if conditions or "conditions" in data:
         data["conditions"] = conditions
+
+
+def _normalise_settings(data: dict[str, Any], end: Callable[[Any], str]) -> None:
+    """Rounds clamped, the aggregation's name, the judge only with aggregation by a judge, no null settings."""
     if "rounds" in data and data["rounds"] is not None:
         data["rounds"] = _clamp(data["rounds"], 1, 10, as_int=True)
     agg = data.get("aggregation")
@@ -404,8 +450,6 @@ def _normalise_spec(data: dict[str, Any]) -> dict[str, Any]:
             data.pop(key, None)
     if "rationale" in data and not isinstance(data["rationale"], str):
         data["rationale"] = str(data["rationale"])
-    _drop_unwired(data)
-    return data
 
 
 def _verdict(value: Any) -> str | None:
