@@ -249,8 +249,6 @@ LONG_FILES = {
     "masforge/export/writer.py": "config, portfolio and code exports share their head and tail; to be split by format",
     "masforge/testing/hostile.py": "the hostile-program suite, one program per attack; test double, not product path",
     "masforge/testing/stub_server.py": "the OpenAI-compatible stub server and its fault modes; test double",
-    "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
-    "evaluators/tasks.py": "the built-in tasks and their loaders; to be split by task family",
 }
 LONG_FUNCTIONS = {
     "masforge/sandbox/_sandbox_child.py:_make_audit_hook": "the audit hook may call no helper of its own and read no "
