@@ -245,8 +245,6 @@ MAX_FUNCTION_LINES = 100
 LONG_FILES = {
     "masforge/sandbox/_sandbox_child.py": "run as one script from a sealed in-memory file, stdlib only: it imports "
                                           "no sibling, so splitting it needs a loader carrying several code objects",
-    "evaluators/metrics.py": "every metric of every task; to be split by kind of answer",
-    "evaluators/tasks.py": "the built-in tasks and their loaders; to be split by task family",
 }
 LONG_FUNCTIONS = {
     "masforge/sandbox/_sandbox_child.py:_make_audit_hook": "the audit hook may call no helper of its own and read no "
