@@ -260,7 +260,6 @@ LONG_FUNCTIONS = {
     "masforge/export/writer.py:_export_config": "a config export's head written in order; to be split with the writer",
     "masforge/report/html.py:render_html": "the report page assembled in order; to be split by section",
     "genome/validate.py:_problems": "every genome check in one pass; the lead works on genome/validate.py",
-    "search/engine.py:run_search": "the search loop; the lead works on search/",
     "search/operators/proposal.py:_normalise_spec": "the meta-agent's proposal read leniently; the lead works on "
                                                     "search/",
 }
