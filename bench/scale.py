@@ -164,6 +164,7 @@ TUNE = """
     from masforge.lm.client import LMClient, LMConfig
     from masforge.lm.budget import Budget
     from masforge.search.context import SearchContext
+    from masforge.search.events import Admitted
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed
 
@@ -176,7 +177,7 @@ TUNE = """
     archive = MemoryArchive() if archive_path == "memory" else Archive.open(archive_path, create=True)
     ctx = SearchContext(task, Evaluator(task, client, limit=4, concurrency=8), client, archive,
                         run_id=f"p{os.getpid()}", budget=Budget(),
-                        on_event=lambda kind, d: paid.append(1) if kind == "candidate" and not d["reused"] else None)
+                        on_event=lambda e: paid.append(1) if isinstance(e, Admitted) and not e.reused else None)
     base = load_seed("cot")
     Evaluator(task, client, limit=4, concurrency=8).evaluate(base)  # warm-up outside the archive: lazy imports
     ctx.submit(base)

@@ -40,6 +40,13 @@ def default_test_top_k(max_candidates: int | None) -> int:
     return MAX_TEST_TOP_K if max_candidates is None else max(1, min(MAX_TEST_TOP_K, max_candidates // 5))
 
 
+class SearchBudget(Budget):
+    """The budget of a search run: a :class:`Budget` whose candidate limit defaults to
+    :data:`DEFAULT_MAX_CANDIDATES`, also when the ``budget:`` section names other limits only. A default, not a
+    given value (it is not in ``model_fields_set``), so a resume's budget flags override only what they name."""
+
+    max_candidates: int | None = Field(default=DEFAULT_MAX_CANDIDATES, ge=1)
+
 
 class RunConfig(BaseModel):
     """Everything a search run needs. Save/load as YAML (``config.yaml`` in the run folder)."""
@@ -58,7 +65,7 @@ class RunConfig(BaseModel):
     """Worker LM (None: the embedded local model)."""
     meta_lm: str | dict[str, Any] | None = None
     api_base: str | None = None
-    budget: Budget = Field(default_factory=lambda: Budget(max_candidates=DEFAULT_MAX_CANDIDATES))
+    budget: SearchBudget = Field(default_factory=SearchBudget)
     """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)
     split: str = DEFAULT_SPLIT
@@ -138,13 +145,14 @@ class RunConfig(BaseModel):
             return [s.strip() for s in value.replace("+", ",").split(",") if s.strip()]
         return value
 
-    @model_validator(mode="after")
-    def _default_candidates(self) -> RunConfig:
-        # A search's default candidate limit, also when the budget section names other limits only. Set as a
-        # default (not marked as given), so a resume's budget flags override only what they name.
-        if "max_candidates" not in self.budget.model_fields_set:
-            self.budget.__dict__["max_candidates"] = DEFAULT_MAX_CANDIDATES
-        return self
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _search_budget(cls, value: Any) -> Any:
+        """A plain :class:`Budget` given in Python becomes a :class:`SearchBudget` with the same given limits and
+        conditions (a limit it leaves unset keeps the search's default)."""
+        if isinstance(value, Budget) and not isinstance(value, SearchBudget):
+            return SearchBudget(value.conditions, **value.model_dump(include={"test_share"}, exclude_unset=True))
+        return value
 
     @field_validator("seeds", mode="before")
     @classmethod

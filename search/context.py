@@ -38,11 +38,14 @@ from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.lm.budget import Budget, Stop, Usage
 from masforge.lm.client import LMClient
+from masforge.search import events as ev
 from masforge.search.credit import Credit
+from masforge.search.events import Event, make_event
 from masforge.search.fitness import Fitness
 from masforge.search.population import Candidate, front, is_near_duplicate
 
-EventFn = Callable[[str, dict[str, Any]], None]
+EventFn = Callable[[Event], None]
+"""A listener of the search's events (see :mod:`masforge.search.events`)."""
 OUTAGE_AFTER = 3
 """Incomplete candidates in a row that mean the provider (or the sandbox) is down: the search stops."""
 RETRIES_INCOMPLETE = 2
@@ -209,9 +212,17 @@ class SearchContext:
         ``log``: those candidates are checked as they come back and not reported as new."""
         self.expected = sorted((row for row in log if isinstance(row.get("seq"), int)), key=lambda r: r["seq"])
 
-    def emit(self, kind: str, **data: Any) -> None:
+    def emit(self, event: Event | str, **data: Any) -> None:
+        """Hand ``event`` (a :mod:`masforge.search.events` object) to the listener. A kind and its fields
+        (``emit("note", strategy=..., message=...)``, as strategies written for older masforge do) build the event
+        first; an unknown kind or field, or anything else than an event, is an error at once, listener or not."""
+        if isinstance(event, str):
+            event = make_event(event, **data)
+        elif not isinstance(event, Event) or data:
+            raise TypeError(f"emit() takes one search event (masforge.search.events), got {type(event).__name__}"
+                            + (" and fields" if data else ""))
         if self.on_event:
-            self.on_event(kind, data)
+            self.on_event(event)
 
     # ----------------------------------------------------------------------------- submit
 
@@ -229,12 +240,12 @@ class SearchContext:
         found = problems(p.genome)
         if found:
             self.rejected += 1
-            self.emit("rejected", name=p.genome.name, reason=found[0], operator=p.operator)
+            self.emit(ev.Rejected(name=p.genome.name, reason=found[0], operator=p.operator))
             return None
         existing = self.by_id.get(p.genome.id)
         if existing is not None:
             self.duplicates += 1
-            self.emit("duplicate", candidate=existing, operator=p.operator)
+            self.emit(ev.Duplicate(candidate=existing, operator=p.operator))
             return existing
         restored = self._restore(p, strategy)
         if restored is not None:
@@ -268,7 +279,7 @@ class SearchContext:
 
         def waiting(holder: dict[str, Any]) -> None:
             self.waited += 1
-            self.emit("waiting", name=genome.name, holder=holder)
+            self.emit(ev.Waiting(name=genome.name, holder=holder))
 
         held = self.archive.claim(genome.id, self.task.name, split, self.lm_key, run=self.run_id,
                                   stop=self.client.ledger.exceeded, on_wait=waiting)
@@ -330,13 +341,13 @@ class SearchContext:
         # A tie that costs fewer tokens replaces the incumbent too: that is how an agent that adds nothing is pruned.
         if diff > 0 or (diff == 0 and common and cand.tokens < inc.tokens):
             self.incumbent = cand
-            self.emit("incumbent", candidate=cand, previous=inc, diff=diff, low=low, high=high, n=len(common))
+            self.emit(ev.NewIncumbent(candidate=cand, previous=inc, diff=diff, low=low, high=high, n=len(common)))
 
     def _evaluate(self, p: Proposal, strategy: str) -> Candidate:
         best = self.best(1)
         threshold = best[0].score if best else None
         race = self._race()
-        self.emit("evaluating", name=p.genome.name, operator=p.operator)
+        self.emit(ev.Evaluating(name=p.genome.name, operator=p.operator))
         try:
             report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race)
         except MasforgeError as exc:
@@ -346,7 +357,7 @@ class SearchContext:
                 raise
             # A genome the runtime rejects (e.g. dspy refuses a signature) is an invalid proposal.
             self.rejected += 1
-            self.emit("rejected", name=p.genome.name, reason=str(exc), operator=p.operator)
+            self.emit(ev.Rejected(name=p.genome.name, reason=str(exc), operator=p.operator))
             raise _Rejected(str(exc)) from exc
         if report.stopped:
             # Partial evaluations are not stored as results: a resumed run evaluates it again.
@@ -395,8 +406,8 @@ class SearchContext:
         self.outage_errors.append(report.outage)
         self.incomplete_seen += 1
         self._incomplete_streak += 1
-        self.emit("incomplete", name=p.genome.name, id=p.genome.id, unscored=report.unscored,
-                  attempted=report.attempted, planned=report.planned, error=report.outage)
+        self.emit(ev.Incomplete(name=p.genome.name, id=p.genome.id, unscored=report.unscored,
+                                attempted=report.attempted, planned=report.planned, error=report.outage))
         if self._incomplete_streak >= self.outage_after:
             self.halt(Stop("outage", "--lm", (
                 f"provider outage: {self._incomplete_streak} candidates in a row had more than "
@@ -445,15 +456,14 @@ class SearchContext:
             if want.get("id") != cand.id or want.get("rng", rng) != rng:
                 self.diverged = seq
                 replayed = False
-                self.emit("diverged", seq=seq, expected=str(want.get("id", ""))[:12], got=cand.short_id)
+                self.emit(ev.Diverged(seq=seq, expected=str(want.get("id", ""))[:12], got=cand.short_id))
         prev = self.best(1)
         self.population.append(cand)
         self.by_id[cand.id] = cand
         self.evaluated += 1
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
-        self.emit("candidate", candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng,
-                  replayed=replayed)
+        self.emit(ev.Admitted(candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng, replayed=replayed))
 
     def is_near_duplicate(self, genome: Genome) -> bool:
         """Already tried in substance (same structure and wording), so not worth paying for."""

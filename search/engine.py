@@ -16,13 +16,12 @@ import re
 import signal
 import statistics
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
@@ -34,15 +33,16 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Stop, free_lm_warning
+from masforge.lm.budget import Budget, Stop, free_lm_warning
 from masforge.lm.client import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.lm.endpoint import catalog_price
 from masforge.redact import install_log_redaction, redact_data
 from masforge.sandbox.isolation import sandbox_status
+from masforge.search import events as ev
 from masforge.search.config import RunConfig
 from masforge.search.context import Proposal, SearchContext, stored_by_failing_provider
 from masforge.search.fitness import Fitness
-from masforge.search.plan import make_plan, plan_lines
+from masforge.search.plan import SearchPlan, make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
 from masforge.search.strategies import Strategy, get_strategy
@@ -285,23 +285,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     from masforge.seeds import resolve_genome
 
     install_log_redaction()  # provider errors that libraries log must not carry keys into the run's logs
-    run_dir: Path | None = None
-    if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / "config.yaml").is_file():
-            raise ConfigError(f"{run_dir}: not a masforge run folder (no config.yaml); give the folder "
-                              "that `masforge search` printed")
-        saved = RunConfig.load(run_dir / "config.yaml")
-        if cfg is not None:  # a resume may raise limits (only those it names) and change how it runs
-            given, merged = cfg.model_dump(exclude_unset=True), saved.model_dump()
-            merged.update({k: v for k, v in given.items() if k in _RESUME_OVERRIDES and k != "budget"})
-            merged["budget"] = {**merged["budget"], **given.get("budget", {})}
-            cfg = RunConfig.from_data(merged)
-            cfg.dump(run_dir / "config.yaml")  # a later plain resume keeps the raised limits
-        else:
-            cfg = saved
-    elif cfg is None:
-        raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
+    cfg, run_dir = _run_config(cfg, resume)
     pipeline = build_pipeline(cfg)
     lms = build_lms(cfg)
     seeds = [resolve_genome(ref) for ref in cfg.seeds]
@@ -309,8 +293,83 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     if run_dir is None:
         run_dir = _new_run_dir(cfg)
         cfg.dump(run_dir / "config.yaml")
-    run_id = run_dir.name
+    run = _open_run(cfg, run_dir, task_obj, lms, resumed=resume is not None, archive=archive, executor=executor)
 
+    ui = SearchProgress(console=console, enabled=progress)
+    # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
+    (run_dir / "sandbox.json").write_text(json.dumps(redact_data(sandbox_status()), indent=2), encoding="utf-8")
+    events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+    # (prices only matter for a dollar limit; looking them up imports litellm, seconds of start-up)
+    prices = _lm_prices(run.client) if cfg.budget.max_dollars is not None else {}
+    warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
+    plan = make_plan(cfg, task_obj, seeds)  # the real counts, after the split
+    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, run.search_budget, lms, seeds)
+    warnings += plan_warnings
+    ctx = SearchContext(task_obj, run.evaluator, run.client, run.archive, run_id=run_dir.name, budget=cfg.budget,
+                        seed=cfg.seed, on_event=_listener(ui, events, run.ledger), fitness=Fitness(cfg.cost_weight),
+                        run_dir=run_dir, race=run.race)
+    ctx.expect(run.log)
+    ui.attach(ctx)
+    notices = [ev.Notice(text=line, warning=line in warnings) for line in [*plan_text, *warnings]]
+    if run.log:
+        notices.append(ev.Notice(text=f"resuming: replaying the {len(run.log)} candidates of the stopped run from "
+                                      "the archive and the LM cache (nothing is paid twice)", warning=False))
+    seed_ids: set[str] = set()
+    try:
+        stop_reason = _run_strategies(ctx, ui, notices, seeds, seed_ids, pipeline, cfg.budget)
+    finally:
+        events.close()
+    if stop_reason == "interrupted":
+        run.client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
+    return _finish(run, ctx, stop_reason, seed_ids, warnings, plan)
+
+
+def _run_config(cfg: RunConfig | None, resume: str | Path | None) -> tuple[RunConfig, Path | None]:
+    """The run's configuration and, for a resume, its folder: the saved ``config.yaml``, with the limits ``cfg``
+    names (and how the run goes, :data:`_RESUME_OVERRIDES`) put over it and saved back."""
+    if resume is None:
+        if cfg is None:
+            raise ConfigError("run_search needs a RunConfig or resume=RUN_FOLDER")
+        return cfg, None
+    run_dir = Path(resume)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: not a masforge run folder (no config.yaml); give the folder "
+                          "that `masforge search` printed")
+    saved = RunConfig.load(run_dir / "config.yaml")
+    if cfg is None:
+        return saved, run_dir
+    # a resume may raise limits (only those it names) and change how it runs
+    given, merged = cfg.model_dump(exclude_unset=True), saved.model_dump()
+    merged.update({k: v for k, v in given.items() if k in _RESUME_OVERRIDES and k != "budget"})
+    merged["budget"] = {**merged["budget"], **given.get("budget", {})}
+    cfg = RunConfig.from_data(merged)
+    cfg.dump(run_dir / "config.yaml")  # a later plain resume keeps the raised limits
+    return cfg, run_dir
+
+
+@dataclass
+class _Run:
+    """What a search session works with besides the search context."""
+
+    cfg: RunConfig
+    run_dir: Path
+    archive: ArchiveLike
+    archive_path: Path
+    search_budget: Budget
+    """The search's share of the budget (the rest is kept for the held-out re-scoring)."""
+    ledger: Ledger
+    log: list[dict[str, Any]]
+    """The candidate log of the stopped run a resume replays (empty for a new run)."""
+    client: LMClient
+    executor: Executor
+    own_executor: bool
+    evaluator: Evaluator
+    race: RaceSettings | None
+
+
+def _open_run(cfg: RunConfig, run_dir: Path, task: Task, lms: dict[str, LMConfig], *, resumed: bool,
+              archive: ArchiveLike | None, executor: Executor | None) -> _Run:
+    """The archive, the ledger (continued on a resume), the LM client, the executor and the evaluator."""
     if archive is None:
         from masforge.archive.store import Archive
 
@@ -318,22 +377,9 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         archive = Archive.open(archive_path, create=True)
     else:
         archive_path = Path(getattr(archive, "path", run_dir / "archive"))
-
     search_budget = cfg.budget.for_search() if cfg.test_top_k else cfg.budget
     ledger = Ledger(search_budget, journal=run_dir / "ledger.jsonl")
-    log: list[dict[str, Any]] = []
-    if resume is not None:
-        log = _read_log(run_dir / "events.jsonl")
-        if (run_dir / "ledger.jsonl").is_file():
-            ledger.resume()  # the same ledger: what the earlier sessions spent counts
-        elif log:
-            spent = log[-1].get("spent") or {}  # a run from before the ledger journal: its last known totals
-            ledger.calls, ledger.dollars = int(spent.get("llm_calls", 0)), float(spent.get("dollars", 0.0))
-            ledger.prompt_tokens = int(spent.get("prompt_tokens", 0))
-            ledger.completion_tokens = int(spent.get("completion_tokens", 0))
-        # The replay rebuilds the tune strategy's study trial by trial; the stopped run's study, continued, would
-        # seed the sampler with its trial count and lead the replay off the stopped run's path.
-        (run_dir / STUDY_FILE).unlink(missing_ok=True)
+    log = _resume_ledger(ledger, run_dir) if resumed else []
     cache = True if cfg.cache else LMCache(run_dir / "lm_cache.sqlite")  # --no-cache: answers of this run only
     client = LMClient(lms, ledger=ledger, seed=cfg.seed, cache=cache)
     own_executor = executor is None
@@ -341,64 +387,59 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     ledger = executor.attach(client).ledger  # on a cluster, every worker spends from (and stops on) this ledger
     cascade = Cascade(first_n=cfg.cascade_first) if cfg.cascade_first and not cfg.race else None
     race = RaceSettings(cfg.race_first, cfg.race_batch, cfg.race_confidence) if cfg.race else None
-    evaluator = Evaluator(task_obj, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
+    evaluator = Evaluator(task, client, split=cfg.split, limit=cfg.limit, concurrency=cfg.concurrency,
                           cascade=cascade, executor=executor, max_unscored=cfg.max_unscored)
+    return _Run(cfg, run_dir, archive, archive_path, search_budget, ledger, log, client, executor, own_executor,
+                evaluator, race)
 
-    ui = SearchProgress(console=console, enabled=progress)
-    # which sandbox layers hold here (and stale sandbox processes killed at start-up) belong to the run's record
-    (run_dir / "sandbox.json").write_text(json.dumps(redact_data(sandbox_status()), indent=2), encoding="utf-8")
-    events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
-    # (prices only matter for a dollar limit; looking them up imports litellm, seconds of start-up)
-    prices = _lm_prices(client) if cfg.budget.max_dollars is not None else {}
-    warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
-    plan = make_plan(cfg, task_obj, seeds)  # the real counts, after the split
-    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, search_budget, lms, seeds)
-    warnings += plan_warnings
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        ui(kind, data)
-        if kind == "candidate" and not data.get("replayed"):
-            cand = data["candidate"]
-            row = {"t": time.time(), "event": kind, "id": cand.id, "name": cand.genome.name, "score": cand.score,
-                   "dollars": cand.dollars, "operator": cand.operator, "strategy": cand.strategy,
-                   "reused": data.get("reused", False), "seq": data.get("seq"), "rng": data.get("rng"),
-                   "spent": ledger.snapshot()}
-            events.write(json.dumps(redact_data(row), default=str) + "\n")
+def _resume_ledger(ledger: Ledger, run_dir: Path) -> list[dict[str, Any]]:
+    """Continue the stopped run's spending in ``ledger``; returns its candidate log (what the replay checks)."""
+    log = _read_log(run_dir / "events.jsonl")
+    if (run_dir / "ledger.jsonl").is_file():
+        ledger.resume()  # the same ledger: what the earlier sessions spent counts
+    elif log:
+        spent = log[-1].get("spent") or {}  # a run from before the ledger journal: its last known totals
+        ledger.calls, ledger.dollars = int(spent.get("llm_calls", 0)), float(spent.get("dollars", 0.0))
+        ledger.prompt_tokens = int(spent.get("prompt_tokens", 0))
+        ledger.completion_tokens = int(spent.get("completion_tokens", 0))
+    # The replay rebuilds the tune strategy's study trial by trial; the stopped run's study, continued, would
+    # seed the sampler with its trial count and lead the replay off the stopped run's path.
+    (run_dir / STUDY_FILE).unlink(missing_ok=True)
+    return log
+
+
+def _listener(ui: SearchProgress, events: TextIO, ledger: Ledger) -> Callable[[ev.Event], None]:
+    """The run's event listener: every event to the live view; each admitted candidate (not one a resume replays)
+    to ``events.jsonl`` with the ledger's totals, the log a later resume replays."""
+
+    def on_event(event: ev.Event) -> None:
+        ui(event)
+        if isinstance(event, ev.Admitted) and not event.replayed:
+            events.write(json.dumps(redact_data(event.log_row(ledger.snapshot())), default=str) + "\n")
             events.flush()
             ledger.mark()
 
-    ctx = SearchContext(task_obj, evaluator, client, archive, run_id=run_id, budget=cfg.budget, seed=cfg.seed,
-                        on_event=on_event, fitness=Fitness(cfg.cost_weight), run_dir=run_dir, race=race)
-    ctx.expect(log)
-    ui.attach(ctx)
-    stop_reason: str | None = None
-    seed_ids: set[str] = set()
+    return on_event
+
+
+def _run_strategies(ctx: SearchContext, ui: SearchProgress, notices: list[ev.Notice], seeds: list[Genome],
+                    seed_ids: set[str], pipeline: list[Strategy], budget: Budget) -> str:
+    """Evaluate the seeds (their ids go into ``seed_ids``), then run the pipeline, each strategy within its share
+    of the candidates; returns why the search stopped (``interrupted`` for Ctrl-C)."""
     try:
         with ui, _ctrl_c_stops(ctx):
-            for line in [*plan_text, *warnings]:
-                ctx.emit("notice", text=line, warning=line in warnings)
-            if log:
-                ctx.emit("notice", text=f"resuming: replaying the {len(log)} candidates of the stopped run from "
-                                        "the archive and the LM cache (nothing is paid twice)", warning=False)
+            for notice in notices:
+                ctx.emit(notice)
             try:
                 for g in seeds:
                     seed_ids.add(g.id)
                     if ctx.known(g) is None:
                         ctx.try_submit(Proposal(g, [], "seed", "hand-designed seed"), strategy="seed")
-                n_stages = len(pipeline)
-                b = cfg.budget
-                for i, strategy in enumerate(pipeline):
-                    if b.max_candidates is not None and i < n_stages - 1:
-                        remaining = b.max_candidates - ctx.evaluated
-                        ctx.candidate_cap = ctx.evaluated + max(1, remaining // (n_stages - i))
-                    else:
-                        ctx.candidate_cap = None
-                    ctx.emit("stage", strategy=strategy.name, index=i + 1, of=n_stages)
-                    strategy.run(ctx)
-                    ctx.candidate_cap = None
+                _run_pipeline(ctx, pipeline, budget)
                 if ctx.incomplete and not ctx.should_stop():
-                    ctx.emit("notice", text=f"evaluating again {len(ctx.incomplete)} candidates whose examples "
-                                            "were too often unscored", warning=False)
+                    ctx.emit(ev.Notice(text=f"evaluating again {len(ctx.incomplete)} candidates whose examples "
+                                            "were too often unscored", warning=False))
                     ctx.retry_incomplete()
                 ctx.should_stop()
                 stop_reason = ctx.stop_reason or "strategies finished"
@@ -410,16 +451,33 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                 stop_reason = "interrupted"  # the Ctrl-C itself was swallowed by code below us: the flag stands
     except KeyboardInterrupt:
         stop_reason = "interrupted"
-    finally:
-        events.close()
-    if stop_reason == "interrupted":
-        client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
+    return stop_reason
 
+
+def _run_pipeline(ctx: SearchContext, pipeline: list[Strategy], budget: Budget) -> None:
+    """Each strategy in turn; with a candidate limit, each but the last gets its share of what is left."""
+    n_stages = len(pipeline)
+    for i, strategy in enumerate(pipeline):
+        if budget.max_candidates is not None and i < n_stages - 1:
+            remaining = budget.max_candidates - ctx.evaluated
+            ctx.candidate_cap = ctx.evaluated + max(1, remaining // (n_stages - i))
+        else:
+            ctx.candidate_cap = None
+        ctx.emit(ev.Stage(strategy=strategy.name, index=i + 1, of=n_stages))
+        strategy.run(ctx)
+        ctx.candidate_cap = None
+
+
+def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str], warnings: list[str],
+            plan: SearchPlan) -> SearchResult:
+    """Re-score the finalists on the held-out split (unless the run was interrupted or halted), gather the run's
+    numbers, close the executor (if ours) and the ledger, and write ``summary.json``."""
+    cfg, ledger, executor = run.cfg, run.ledger, run.executor
     search_overshoot = ledger.overshoot()
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
     test_scores: list[TestScore] = []
     if stop_reason not in ("interrupted", *HALTS) and cfg.test_top_k and ctx.population:
-        test_scores = _rescore_on_test(cfg, ctx, task_obj, client, archive, seed_ids)
+        test_scores = _rescore_on_test(cfg, ctx, ctx.task, run.client, run.archive, seed_ids)
     outage = None
     if ctx.unscored_examples or ctx.incomplete_seen or stop_reason in HALTS:
         outage = {"unscored_examples": ctx.unscored_examples,
@@ -427,24 +485,24 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
                   "error": next((e for e in ctx.outage_errors if e), ""),
                   "failed_requests": dict(ledger.failures),
                   "message": ctx.stopped.message if ctx.stopped and ctx.stopped.limit in HALTS else ""}
-    budget_info = {"limits": cfg.budget.model_dump(), "search": search_budget.model_dump(),
+    budget_info = {"limits": cfg.budget.model_dump(), "search": run.search_budget.model_dump(),
                    "spent_search": search_spent, "overshoot_search": search_overshoot, "overshoot": ledger.overshoot(),
                    "max_in_flight": ledger.max_in_flight}
     stats = {"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
              "reused": ctx.reused, "restored": ctx.restored, "generations": ctx.generation, "waited": ctx.waited,
              "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
-             "unscored_examples": ctx.unscored_examples, "replayed": min(len(log), len(ctx.population)),
+             "unscored_examples": ctx.unscored_examples, "replayed": min(len(run.log), len(ctx.population)),
              "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
              "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
              "selection_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
-    if own_executor:
+    if run.own_executor:
         executor.close()  # the ledger keeps the final totals
     ledger.close()
-    result = SearchResult(run_dir=run_dir, archive_path=archive_path, config=cfg, candidates=list(ctx.population),
-                          test_scores=test_scores, spend=ledger.snapshot(), stop_reason=stop_reason, stats=stats,
-                          warnings=warnings, outage=outage, budget=budget_info)
+    result = SearchResult(run_dir=run.run_dir, archive_path=run.archive_path, config=cfg,
+                          candidates=list(ctx.population), test_scores=test_scores, spend=ledger.snapshot(),
+                          stop_reason=stop_reason, stats=stats, warnings=warnings, outage=outage, budget=budget_info)
     _write_summary(result, seed_ids)
     return result
 
@@ -475,7 +533,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
             with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
                 if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
-                    ctx.emit("test", name=cand.genome.name)
+                    ctx.emit(ev.HeldOutTest(name=cand.genome.name))
                     rep = tester.evaluate(cand.genome)
                     # per-example scores kept (example_scores): the verdict pairs the found system with the best seed
                     prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)

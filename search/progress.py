@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from functools import singledispatch
 from typing import Any
 
 from rich.console import Console, Group
@@ -14,7 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from masforge.redact import redact
+from masforge.search import events as ev
 from masforge.search.context import SearchContext
+from masforge.search.events import Event
 from masforge.text import shorten, shorten_name
 
 
@@ -22,40 +25,65 @@ def _fmt_limit(value: float, limit: float | None, fmt: str) -> str:
     return f"{value:{fmt}}" + (f" / {limit:{fmt}}" if limit is not None else "")
 
 
-def describe_event(kind: str, data: dict[str, Any]) -> str | None:
+@singledispatch
+def describe_event(event: Event) -> str | None:
     """A search event as one readable line for the live view (None: not worth showing)."""
-    if kind == "candidate":
-        c = data["candidate"]
-        tag = "reused" if data.get("reused") else c.operator
-        star = " *best*" if data.get("improved") else ""
-        dropped = f", dropped by the race after {c.n} examples" if c.pruned and not data.get("reused") else ""
-        calls = "" if data.get("reused") else f", {c.llm_calls} new + {c.cache_hits} cached LM calls"
-        return f"{c.short_id} {shorten_name(c.genome.name, 40)} score {c.score:.3f} ({tag}{calls}{dropped}){star}"
-    if kind == "incumbent":
-        c = data["candidate"]
-        return (f"new incumbent {shorten_name(c.genome.name, 40)}: {data.get('diff', 0):+.3f} "
-                f"[{data.get('low', 0):+.3f}, {data.get('high', 0):+.3f}] over {data.get('n')} paired examples")
-    if kind == "rejected":
-        return f"rejected {shorten(data.get('name', ''), 30)}: {shorten(data.get('reason', ''), 90)}"
-    if kind == "stage":
-        if data.get("strategy") == "resume":
-            return f"resumed: {data.get('restored', 0)} candidates of this run restored from the archive"
-        where = f" (stage {data['index']} of {data['of']})" if data.get("of", 1) > 1 else ""
-        return f"strategy {data.get('strategy')}{where} starts"
-    if kind == "test":
-        return f"re-scoring {shorten_name(data.get('name', ''), 40)} on the held-out test split"
-    if kind == "stalled":
-        return f"{data.get('strategy')} stopped: {data.get('steps', 'several')} steps in a row found nothing new"
-    if kind == "note":
-        return f"{data.get('strategy', 'note')}: {shorten(data.get('message', ''), 110)}"
-    if kind == "waiting":
-        who = data.get("holder") or {}
-        return (f"waiting: run {who.get('run', '?')} (pid {who.get('pid', '?')}) is evaluating "
-                f"{shorten(data.get('name', ''), 40)}")
-    if kind == "incomplete":
-        return (f"unscored {shorten(data.get('name', ''), 30)}: {data.get('unscored')} of {data.get('attempted')} "
-                f"examples ({shorten(str(data.get('error', '')), 80)}); evaluated again later")
     return None
+
+
+@describe_event.register
+def _(event: ev.Admitted) -> str:
+    c = event.candidate
+    tag = "reused" if event.reused else c.operator
+    star = " *best*" if event.improved else ""
+    dropped = f", dropped by the race after {c.n} examples" if c.pruned and not event.reused else ""
+    calls = "" if event.reused else f", {c.llm_calls} new + {c.cache_hits} cached LM calls"
+    return f"{c.short_id} {shorten_name(c.genome.name, 40)} score {c.score:.3f} ({tag}{calls}{dropped}){star}"
+
+
+@describe_event.register
+def _(event: ev.NewIncumbent) -> str:
+    return (f"new incumbent {shorten_name(event.candidate.genome.name, 40)}: {event.diff:+.3f} "
+            f"[{event.low:+.3f}, {event.high:+.3f}] over {event.n} paired examples")
+
+
+@describe_event.register
+def _(event: ev.Rejected) -> str:
+    return f"rejected {shorten(event.name, 30)}: {shorten(event.reason, 90)}"
+
+
+@describe_event.register
+def _(event: ev.Stage) -> str:
+    where = f" (stage {event.index} of {event.of})" if event.of > 1 else ""
+    return f"strategy {event.strategy}{where} starts"
+
+
+@describe_event.register
+def _(event: ev.HeldOutTest) -> str:
+    return f"re-scoring {shorten_name(event.name, 40)} on the held-out test split"
+
+
+@describe_event.register
+def _(event: ev.Stalled) -> str:
+    return f"{event.strategy} stopped: {event.steps} steps in a row found nothing new"
+
+
+@describe_event.register
+def _(event: ev.Note) -> str:
+    return f"{event.strategy}: {shorten(event.message, 110)}"
+
+
+@describe_event.register
+def _(event: ev.Waiting) -> str:
+    who = event.holder
+    return (f"waiting: run {who.get('run', '?')} (pid {who.get('pid', '?')}) is evaluating "
+            f"{shorten(event.name, 40)}")
+
+
+@describe_event.register
+def _(event: ev.Incomplete) -> str:
+    return (f"unscored {shorten(event.name, 30)}: {event.unscored} of {event.attempted} "
+            f"examples ({shorten(str(event.error), 80)}); evaluated again later")
 
 
 HEARTBEAT_S = 60.0
@@ -111,18 +139,19 @@ class SearchProgress:
             self._print(f"{time.monotonic() - self.started:.0f}s: {doing} ({self.ctx.evaluated} candidates done; "
                         f"{snap['llm_calls']} LM calls answered, +{snap['cache_hits']} cached)")
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if kind in ("evaluating", "test"):
-            self.working_on = str(data.get("name", ""))
-        if kind == "notice":  # a run-level line (budget plan, warning, resume): printed as it is
-            self._print(f"[yellow]{data.get('text', '')}[/yellow]" if data.get("warning") else str(data.get("text")))
-            return
-        if kind == "diverged":
-            self._print(f"[yellow]resume took another path than the stopped run at candidate {data.get('seq')} "
-                        f"({data.get('expected')} before, {data.get('got')} now): a non-deterministic LM or changed "
-                        "options; the run goes on from here[/yellow]")
-            return
-        text = describe_event(kind, data)
+    def __call__(self, event: Event) -> None:
+        match event:
+            case ev.Evaluating(name=name) | ev.HeldOutTest(name=name):
+                self.working_on = name
+            case ev.Notice(text=text, warning=warning):  # a run-level line (budget plan, warning, resume): as it is
+                self._print(f"[yellow]{text}[/yellow]" if warning else text)
+                return
+            case ev.Diverged():
+                self._print(f"[yellow]resume took another path than the stopped run at candidate {event.seq} "
+                            f"({event.expected} before, {event.got} now): a non-deterministic LM or changed "
+                            "options; the run goes on from here[/yellow]")
+                return
+        text = describe_event(event)
         if text is None:
             return
         self.last = redact(text)  # rejection reasons quote errors; the terminal output is often a log file

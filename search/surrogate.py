@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from masforge.genome.schema import Genome
+from masforge.search.events import SurrogateSkip
 from masforge.search.features import genome_features
 from masforge.search.population import Candidate
 
@@ -176,7 +177,7 @@ class SurrogateFilter:
             self.explored += 1
             return True
         self.skipped += 1
-        ctx.emit("surrogate_skip", name=genome.name, predicted=self.surrogate.predict(genome), best=best)
+        ctx.emit(SurrogateSkip(name=genome.name, predicted=self.surrogate.predict(genome), best=best))
         return False
 
     def filter(self, ctx: SearchContext, proposals: Sequence[Proposal]) -> list[Proposal]:

@@ -25,6 +25,7 @@ from masforge.evaluators.tasks import describe_tasks, get_task
 from masforge.lm import rates as lm_rates
 from masforge.lm.config import parse_lm
 from masforge.search.config import RunConfig
+from masforge.search.events import Evaluating, HeldOutTest, Stage, Stalled
 from masforge.search.progress import describe_event
 from masforge.search.strategies import describe_strategies
 from masforge.seeds import load_seed
@@ -74,14 +75,13 @@ def test_seed_names_as_listed_work_in_evaluate() -> None:
 
 
 def test_live_progress_is_readable_text() -> None:
-    lines = [describe_event("stage", {"strategy": "evolve", "index": 2, "of": 3}),
-             describe_event("test", {"name": "self-refine"}),
-             describe_event("stalled", {"strategy": "meta", "steps": 8}),
-             describe_event("stage", {"strategy": "resume", "restored": 4})]
+    lines = [describe_event(Stage(strategy="evolve", index=2, of=3)),
+             describe_event(HeldOutTest(name="self-refine")),
+             describe_event(Stalled(strategy="meta", steps=8)),
+             describe_event(Stage(strategy="evolve", index=1, of=1))]
     assert lines == ["strategy evolve (stage 2 of 3) starts", "re-scoring self-refine on the held-out test split",
-                     "meta stopped: 8 steps in a row found nothing new",
-                     "resumed: 4 candidates of this run restored from the archive"]
-    assert describe_event("evaluating", {"name": "x"}) is None
+                     "meta stopped: 8 steps in a row found nothing new", "strategy evolve starts"]
+    assert describe_event(Evaluating(name="x", operator="seed")) is None
     code, out = _invoke("search", "--task", TASK, "--strategy", "random", "--lm", "fake", "-n", "3", "--limit", "2",
                         "--seeds", "cot", "-o", "runs")
     assert code == 0, out

@@ -168,6 +168,7 @@ TUNE = """
     from masforge.lm.client import LMClient
     from masforge.lm.budget import Budget
     from masforge.search.context import SearchContext
+    from masforge.search.events import Admitted
     from masforge.search.strategies.tune import Tune
     from masforge.seeds import load_seed
 
@@ -187,8 +188,8 @@ TUNE = """
     paid = []
     ctx = SearchContext(task, Evaluator(task, client, limit=2, concurrency=2), client, archive,
                         run_id=f"p{os.getpid()}", budget=Budget(),
-                        on_event=lambda kind, d: paid.append(d["candidate"].id)
-                        if kind == "candidate" and not d["reused"] else None)
+                        on_event=lambda e: paid.append(e.candidate.id)
+                        if isinstance(e, Admitted) and not e.reused else None)
     base = load_seed("cot")
     base.agents[0].temperature = 1.0
     ctx.submit(base)

@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from masforge.errors import ConfigError
 from masforge.genome.schema import Genome
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.events import Stalled
 from masforge.search.population import Candidate
 from masforge.search.surrogate import SurrogateFilter
 
@@ -204,7 +205,7 @@ class Strategy(ABC):
                     self.observe(ctx, p, cand)
                 idle = idle + 1 if ctx.evaluated == before else 0
                 if idle >= self.max_idle_steps:
-                    ctx.emit("stalled", strategy=self.name, steps=idle)
+                    ctx.emit(Stalled(strategy=self.name, steps=idle))
                     break
         finally:
             ctx.strategy = previous

@@ -41,6 +41,7 @@ from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.events import Note
 from masforge.search.operators.execution import EXECUTION_EDITS
 from masforge.search.operators.prompting import genome_brief
 from masforge.search.operators.structural import EDITS, mutate_with
@@ -145,7 +146,7 @@ class Coevolve(Strategy):
 
                 self._meta = MetaAgent(ctx.client, alias=self.meta_alias)
             except (ImportError, TypeError) as exc:  # optional operator: structural edits still work
-                ctx.emit("note", strategy=self.name, message=f"meta-agent unavailable ({exc}); structural edits")
+                ctx.emit(Note(strategy=self.name, message=f"meta-agent unavailable ({exc}); structural edits"))
         if not ctx.population:
             try:
                 ctx.try_submit(Proposal(load_seed(self.seed_genome), [], "seed", "coevolve starting point"))
@@ -250,7 +251,7 @@ class Coevolve(Strategy):
         except BudgetExceeded:
             raise
         except MasforgeError as exc:
-            ctx.emit("note", strategy=self.name, message=f"meta LM failed: {exc}")
+            ctx.emit(Note(strategy=self.name, message=f"meta LM failed: {exc}"))
             self.stats["meta_unusable"] += 1
             return None
         new = parse_instructions(reply, agent.instructions)
@@ -277,7 +278,7 @@ class Coevolve(Strategy):
             except BudgetExceeded:
                 raise
             except MasforgeError as exc:
-                ctx.emit("note", strategy=self.name, message=f"meta-agent mutate failed: {exc}")
+                ctx.emit(Note(strategy=self.name, message=f"meta-agent mutate failed: {exc}"))
                 prop = None
             if prop is not None and not problems(prop.genome):
                 self.stats["topology"] += 1

@@ -55,6 +55,7 @@ from masforge.genome.schema import Agent, Genome
 from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.events import KnapsackBlacklist, KnapsackProbe, KnapsackSelect
 from masforge.search.operators.execution import apply_pattern
 from masforge.search.strategies.base import Strategy, bad_option, register
 
@@ -453,7 +454,7 @@ class Knapsack(Strategy):
                 continue
             cv.score = score
             cv.value = max(0.0, score - (self._base_score or 0.0)) if relative else score
-            ctx.emit("knapsack_probe", component=comp.id, value=cv.value, cost=cv.cost, score=score)
+            ctx.emit(KnapsackProbe(component=comp.id, value=cv.value, cost=cv.cost, score=score))
         # A tool is worth what the best agent that can use it is worth.
         for comp in self._catalog.values():
             if comp.kind == "tool" and not self.values[comp.id].broken:
@@ -490,7 +491,7 @@ class Knapsack(Strategy):
     def _blacklist(self, ctx: SearchContext, cv: ComponentValue, why: str) -> None:
         cv.broken = why
         self.blacklist[cv.id] = why
-        ctx.emit("knapsack_blacklist", component=cv.id, reason=why)
+        ctx.emit(KnapsackBlacklist(component=cv.id, reason=why))
 
     def _run_probe(self, ctx: SearchContext, evaluator: Evaluator | None,
                    genome: Genome) -> tuple[float, str | None] | None:
@@ -574,7 +575,7 @@ class Knapsack(Strategy):
         record = {"round": self._round, "order": order, "accepted": accepted, "used": ks.used,
                   "budget": self.budget, "decisions": ks.decisions, "genome": genome.id if genome else None}
         self.selections.append(record)
-        ctx.emit("knapsack_select", **{k: v for k, v in record.items() if k != "decisions"})
+        ctx.emit(KnapsackSelect(**{k: v for k, v in record.items() if k != "decisions"}))
         if genome is None:
             return []
         genome.metadata = {"knapsack": {"accepted": accepted, "used": round(ks.used, 8), "budget": self.budget}}

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.events import Skipped
 from masforge.search.operators.meta import GenomeKind
 from masforge.search.population import Candidate
 from masforge.search.strategies.base import bad_option, register
@@ -65,7 +66,7 @@ class MetaSearch(MetaAgentStrategy):
             return []
         if ctx.is_near_duplicate(proposal.genome):
             self.skipped += 1
-            ctx.emit("skipped", name=proposal.genome.name, reason="near-duplicate", operator=proposal.operator)
+            ctx.emit(Skipped(name=proposal.genome.name, reason="near-duplicate", operator=proposal.operator))
             return []
         return [proposal]
 

@@ -60,6 +60,7 @@ from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
 from masforge.lm.adapters import ADAPTERS
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.events import Note
 from masforge.search.operators.structural import TEMPERATURES
 from masforge.search.population import Candidate
 from masforge.search.strategies.base import Strategy, bad_option, register
@@ -236,7 +237,7 @@ class Tune(Strategy):
                 return
             study.set_user_attr("base_genome", base.model_dump(mode="json"))
         if base.kind != "config" or not base.agents:
-            ctx.emit("note", strategy=self.name, message=f"'{base.name}' has no agents' knobs to tune")
+            ctx.emit(Note(strategy=self.name, message=f"'{base.name}' has no agents' knobs to tune"))
             return
         self.base, self.study = base, study
         self._space()

@@ -1,0 +1,129 @@
+"""Search events are typed: one frozen dataclass per kind, emitted as objects, an unknown kind refused at once,
+the live view dispatching on the class, and ``events.jsonl`` keeping the fields old run folders have."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from masforge.genome.schema import Genome
+from masforge.search import events as ev
+from masforge.search.config import RunConfig
+from masforge.search.context import SearchContext
+from masforge.search.engine import _read_log, run_search
+from masforge.search.population import Candidate
+from masforge.search.progress import SearchProgress, describe_event
+
+PACKAGE = Path(__file__).resolve().parents[1]
+KINDS = {"candidate", "incumbent", "evaluating", "rejected", "duplicate", "skipped", "surrogate_skip", "waiting",
+         "incomplete", "diverged", "notice", "stage", "stalled", "note", "test", "knapsack_probe",
+         "knapsack_blacklist", "knapsack_select"}
+CANDIDATE_ROW = ["t", "event", "id", "name", "score", "dollars", "operator", "strategy", "reused", "seq", "rng",
+                 "spent"]
+"""The fields of a candidate line of events.jsonl, in order, as runs before typed events wrote them."""
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+
+
+def _emitted_events() -> list[tuple[str, ast.expr]]:
+    """(file, first argument) of every ``.emit(...)`` call in the search package."""
+    out = []
+    for path in sorted((PACKAGE / "search").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit" \
+                    and node.args:
+                out.append((path.name, node.args[0]))
+    return out
+
+
+def test_every_event_kind_has_a_frozen_dataclass_and_the_search_emits_only_those() -> None:
+    assert set(ev.EVENTS) == KINDS
+    for kind, cls in ev.EVENTS.items():
+        assert cls.kind == kind and dataclasses.is_dataclass(cls) and cls.__doc__
+        assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+    emitted = _emitted_events()
+    assert len(emitted) >= 18
+    names = {name for name, cls in vars(ev).items() if isinstance(cls, type) and issubclass(cls, ev.Event)}
+    for where, arg in emitted:
+        # an event object built in place (ev.Note(...), Note(...)) or passed on (a Notice built before): no kind strings
+        assert not isinstance(arg, ast.Constant), f"{where}: emits the string {arg.value!r}"
+        if isinstance(arg, ast.Call):
+            called = arg.func.attr if isinstance(arg.func, ast.Attribute) else getattr(arg.func, "id", "")
+            assert called in names, f"{where}: emits {called}(...), not a search event class"
+
+
+def _ctx(seen: list[ev.Event] | None = None) -> SearchContext:
+    ctx = SearchContext.__new__(SearchContext)  # only emit() is exercised
+    ctx.on_event = seen.append if seen is not None else None
+    return ctx
+
+
+def test_an_unknown_event_kind_or_field_is_refused_at_once_listener_or_not() -> None:
+    for ctx in (_ctx(), _ctx([])):
+        with pytest.raises(ValueError, match="unknown search event kind 'candiate'; use one of .*candidate"):
+            ctx.emit("candiate", name="x")
+        with pytest.raises(TypeError, match="search event 'note' \\(Note\\).*its fields are strategy, message"):
+            ctx.emit("note", strategy="evolve", text="typo'd field")
+        with pytest.raises(TypeError, match="takes one search event"):
+            ctx.emit({"event": "note"})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="and fields"):
+            ctx.emit(ev.Note(strategy="a", message="b"), extra=1)
+    with pytest.raises(TypeError, match="needs a kind"):
+        type("NoKind", (ev.Event,), {})
+    with pytest.raises(TypeError, match="'note' is taken by Note"):
+        type("Twice", (ev.Event,), {}, kind="note")
+    assert ev.EVENTS["note"] is ev.Note
+
+
+def test_events_reach_the_listener_as_objects_also_from_a_kind_and_fields() -> None:
+    seen: list[ev.Event] = []
+    ctx = _ctx(seen)
+    ctx.emit(ev.Stalled(strategy="meta", steps=3))
+    ctx.emit("note", strategy="coevolve", message="meta LM failed")  # how strategies written before typed events emit
+    assert seen == [ev.Stalled(strategy="meta", steps=3), ev.Note(strategy="coevolve", message="meta LM failed")]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        seen[0].steps = 4  # type: ignore[misc]
+    assert seen[1].data() == {"strategy": "coevolve", "message": "meta LM failed"}
+
+
+def _candidate() -> Candidate:
+    g = Genome(name="solver", description="d", agents=[{"id": "a", "instructions": "solve"}],
+               topology={"edges": ["input -> a", "a -> output"]})
+    return Candidate(genome=g, score=0.5, fitness=0.5, operator="mutate", strategy="evolve")
+
+
+def test_the_live_view_dispatches_on_the_event_class() -> None:
+    console = Console(record=True, width=200, force_terminal=False)
+    ui = SearchProgress(console=console, enabled=True)
+    ui(ev.Notice(text="plan: 20 candidates", warning=False))
+    ui(ev.Diverged(seq=3, expected="abc", got="def"))
+    ui(ev.Evaluating(name="solver-2", operator="mutate"))
+    out = console.export_text()
+    assert "plan: 20 candidates" in out and "at candidate 3 (abc before, def now)" in out
+    assert ui.working_on == "solver-2" and ui.last == ""
+    ui(ev.Admitted(candidate=_candidate(), reused=True, improved=True, seq=0, rng="r", replayed=False))
+    assert ui.last.endswith("solver score 0.500 (reused) *best*")
+    assert describe_event(ev.KnapsackProbe(component="c", value=0.1, cost=0.2, score=0.3)) is None
+
+
+def test_events_jsonl_keeps_the_candidate_fields_of_older_runs(tmp_path: Path) -> None:
+    cfg = RunConfig.from_data({"task": "rg:basic_arithmetic", "strategy": ["random"], "lm": "fake",
+                               "seeds": ["cot", "io"], "limit": 3, "test_top_k": 0, "output": str(tmp_path / "runs"),
+                               "budget": {"max_candidates": 3}})
+    result = run_search(cfg, progress=False)
+    rows = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    assert len(rows) == 3
+    for seq, (row, cand) in enumerate(zip(rows, result.candidates, strict=True)):
+        assert list(row) == CANDIDATE_ROW
+        assert row["event"] == "candidate" and row["seq"] == seq and row["id"] == cand.id
+        assert row["name"] == cand.genome.name and row["strategy"] == cand.strategy and isinstance(row["rng"], str)
+        assert {"llm_calls", "dollars", "tokens"} <= set(row["spent"])
+    assert [r["id"] for r in _read_log(result.run_dir / "events.jsonl")] == [c.id for c in result.candidates]
