@@ -221,10 +221,10 @@ class EvolveSearch(MetaAgentStrategy):
         if use_structural:
             choose = ctx.edit_chooser(parent) if self.adaptive else None
             out = structural.mutate_with(parent.genome, ctx.rng, choose=choose)
-            if out is not None:
-                ctx.credit.note_proposed(out.edit)
-            return None if out is None else Proposal(out.genome, [parent.id], "structural_mutate", out.what,
-                                                     info={"arm": out.edit})
+            if out is None:
+                return None
+            ctx.credit.note_proposed(out.edit)
+            return Proposal(out.genome, [parent.id], "structural_mutate", out.what, info={"arm": out.edit})
         return self.reflected(self.agent().mutate(parent, ctx, notes=self.memory_summary()), ctx)
 
     def _crossover(self, a: Candidate, b: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
