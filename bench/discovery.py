@@ -185,7 +185,9 @@ def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: A
                            "rejected": summary["stats"].get("rejected", 0),
                            "duplicates": summary["stats"].get("duplicates", 0),
                            "calls": summary["spend"].get("llm_calls", 0),
-                           "cached": summary["spend"].get("cache_hits", 0),
+                           # answers read from the cache, per candidate: the ledger's own count starts at 0 in
+                           # each session of a resumed run
+                           "cached": sum(int(c.get("cache_hits", 0)) for c in summary["candidates"]),
                            "minutes": summary["spend"].get("elapsed_s", 0.0) / 60,
                            "credit": summary["stats"].get("credit", {}),
                            "curve": _curve(cands), "stop": summary.get("stop_reason")}

@@ -295,13 +295,16 @@ class SearchContext:
         if rec is None or stored_by_failing_provider(rec):
             return None
         self.reused += 1
-        if rec.extra.get("run") == self.run_id:
+        ours = rec.extra.get("run") == self.run_id  # an earlier session of this run evaluated it
+        if ours:
             self.restored += 1
         cand = self._candidate_from(p, strategy, rec.score, rec.dollars / max(rec.n, 1),
                                     rec.tokens / max(rec.n, 1), rec.latency_s, (rec.ci_low or 0.0, rec.ci_high or 0.0),
                                     rec.failures, bool(rec.extra.get("pruned")), rec.extra.get("failure_notes", []))
         cand.example_values = self._values(rec.example_scores, rec.example_dollars)
         cand.reused, cand.n = True, rec.n
+        if ours:  # this run paid for these answers: a resumed run's summary still counts them
+            cand.llm_calls, cand.cache_hits = rec.llm_calls, rec.cache_hits
         cand.wrong_reasons = dict(rec.extra.get("wrong_reasons") or {})
         self.archive.add(p.genome, parents=p.parents, strategy=strategy, operator=p.operator,
                          rationale=p.rationale, generation=self.generation, run=self.run_id)

@@ -41,9 +41,11 @@ class Candidate:
     example_values: dict[str, float] = field(default_factory=dict)
     """Per-example fitness by example id (score minus weighted cost): what paired comparisons and races use."""
     llm_calls: int = 0
-    """LM answers its evaluation generated (paid for); 0 for a result reused from the archive."""
+    """LM answers its evaluation generated (paid for); 0 for a result another run stored in the archive (this run
+    paid nothing), the stored count for one an earlier session of this run evaluated (this run paid it)."""
     cache_hits: int = 0
-    """LM answers its evaluation read from the answer cache (answers other candidates had paid for)."""
+    """LM answers its evaluation read from the answer cache (answers other candidates had paid for); counted like
+    ``llm_calls`` for a result from the archive."""
     reused: bool = False
     """Its result came from the archive (evaluated before, by this run or another): nothing was run."""
     n: int = 0

@@ -83,6 +83,10 @@ def test_resume_continues_without_repeating(tmp_path: Path) -> None:
     assert len(archive.list(run=first.run_dir.name)) == 7
     # the budget already spent is counted: the resumed ledger starts at the first run's spend
     assert resumed.spend["llm_calls"] >= calls_first
+    # and the candidates of the first session keep what their evaluation used (the summary's per-candidate counts)
+    paid = {c.id: (c.llm_calls, c.cache_hits) for c in first.candidates}
+    restored = {c.id: (c.llm_calls, c.cache_hits) for c in resumed.candidates if c.id in paid}
+    assert restored == paid and sum(calls for calls, _ in paid.values()) > 0
 
 
 def test_results_read_under_an_older_revision_are_evaluated_again(tmp_path: Path, monkeypatch) -> None:
