@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from masforge.cache_root import cache_root
@@ -19,6 +20,9 @@ from masforge.lm.config import LMConfig
 RATES_FILE = "lm_rates.json"
 MEMORY = 50
 """Requests the stored mean stands for when new ones are merged in: older ones fade out."""
+MAX_ENTRIES = 64
+"""Models and endpoints kept, the most recently measured: every stub server of a test run has an endpoint of its
+own, and an unbounded file (it had grown to 248 entries) cost every evaluation ~50 ms to rewrite."""
 GUESSES = {"local": 10.0, "fake": 0.0, "hosted": 3.0}
 """Seconds per request before any was measured: the embedded model writes ~40 tokens/s on 2 cores (a few hundred
 tokens per answer, bench/results/real_model.txt); hosted models answer in seconds; the fake LM at once."""
@@ -63,6 +67,7 @@ def save() -> None:
     if not pending:
         return
     path = _path()
+    now = time.time()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         rates = _read(path)
@@ -70,9 +75,11 @@ def save() -> None:
             old = rates.get(key, {"seconds": 0.0, "n": 0})
             n_old = min(float(old["n"]), MEMORY)
             n = n_old + len(times)
-            rates[key] = {"seconds": (float(old["seconds"]) * n_old + sum(times)) / n, "n": int(n)}
+            rates[key] = {"seconds": (float(old["seconds"]) * n_old + sum(times)) / n, "n": int(n), "t": now}
+        kept = sorted(rates, key=lambda k: float(rates[k].get("t", 0.0)), reverse=True)[:MAX_ENTRIES]
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_text(json.dumps(rates, indent=1, sort_keys=True), encoding="utf-8")
+        # compact: json's C encoder (an indented dump takes the pure-Python one)
+        tmp.write_text(json.dumps({k: rates[k] for k in sorted(kept)}, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
         pass
