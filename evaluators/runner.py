@@ -322,6 +322,7 @@ class Evaluator:
                 if not pending:
                     break
                 done = _drain(finished, timeout=1.0)
+                before = len(report.examples)
                 for fut in done:
                     if fut not in pending:
                         continue  # an example given up for its timeout that ended afterwards
@@ -358,7 +359,9 @@ class Evaluator:
                         if progress:
                             progress(report.attempted, report.planned, report)
                         runner.abandon(fut)
-                if report.too_many_unscored and queue:
+                # Only a new unscored example can tip the share (counting them all at every wake-up was quadratic)
+                new_unscored = any(e.unscored for e in report.examples[before:])
+                if new_unscored and queue and report.too_many_unscored:
                     queue.clear()  # too much is unscored already: the rest cannot make this a score
         except KeyboardInterrupt as exc:
             report.stopped = "interrupted"

@@ -475,6 +475,23 @@ def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
     assert report.failures == {"unscored": 1} and not report.incomplete
 
 
+def test_an_evaluation_stops_queueing_once_too_much_is_unscored():
+    release = threading.Event()
+
+    def responder(messages, info):
+        release.wait(20)  # the provider never answers
+        return fake_reply(messages, info)
+
+    client = LMClient({"worker": "fake"}, cache=False, responder=responder)
+    ev = Evaluator(question_task(10), client, limit=10, concurrency=1, example_timeout_s=0.2, max_unscored=0.2)
+    try:
+        report = ev.evaluate(load_seed("cot"))
+    finally:
+        release.set()
+    # 3 unscored of 10 planned is over the 20% share: the other 7 are never run
+    assert report.attempted == 3 and report.unscored == 3 and report.incomplete
+
+
 def test_a_slow_provider_is_not_a_hung_system():
     def responder(messages, info):
         time.sleep(0.6)  # a busy shared server: twice the example's own timeout, well inside the provider wait
