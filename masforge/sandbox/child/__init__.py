@@ -16,14 +16,14 @@ answers the judge), ``judge`` (relays, runs the tests, reports) and ``main`` (th
 
 Two processes, so that the judged code never speaks for itself:
 
-* the **judge** (this process): reads the job, sets the sandbox up, then forks the worker and never runs the code
-  under test. It alone holds the channel to the parent; it relays the worker's RPC calls, and it reports the
-  result. Whether the run succeeded is also its exit status (0: success, 1: the code failed, 70: the sandbox could
-  not be set up), which the worker cannot set: the parent believes a success or a set-up failure only when the
-  exit status agrees. For a test run (``job["tests"]``) the judge runs the test code itself, against functions
-  of the worker: every call crosses the process boundary, and what comes back is plain data (numbers, strings,
-  containers of them) rebuilt in the judge, or an opaque handle; so the comparisons of a test are made by the
-  judge's own objects, and an answer can pass only by returning what the tests expect.
+* the **judge** (the process the launcher runs in): reads the job, sets the sandbox up, then forks the worker and
+  never runs the code under test. It alone holds the channel to the parent; it relays the worker's RPC calls, and it
+  reports the result. Whether the run succeeded is also its exit status (0: success, 1: the code failed, 70: the
+  sandbox could not be set up), which the worker cannot set: the parent believes a success or a set-up failure only
+  when the exit status agrees. For a test run (``job["tests"]``) the judge runs the test code itself, against
+  functions of the worker: every call crosses the process boundary, and what comes back is plain data (numbers,
+  strings, containers of them) rebuilt in the judge, or an opaque handle; so the comparisons of a test are made by
+  the judge's own objects, and an answer can pass only by returning what the tests expect.
 * the **worker** (forked by the judge after the set-up, with the channel to the parent closed): runs the code as
   module ``__sandbox__`` (then the ``entry`` function, if given) and answers the judge's calls.
 
