@@ -36,6 +36,7 @@ from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import AGGREGATIONS, MODULE_KINDS, Genome
 from masforge.genome.validate import problems
 from masforge.lm.client import LMClient
+from masforge.sandbox.isolation import CHILD_MARKER
 from masforge.sandbox.tools import tool_names
 from masforge.search.operators.proposal import MAX_AGENTS, ProposalParseError, parse_proposal
 
@@ -57,13 +58,13 @@ _ran: list[str] = []  # what the audit hook saw while a case was being processed
 
 
 def _allowed_process(event: str, args: tuple[Any, ...]) -> bool:
-    """masforge's own helpers: git for the archive, and the sandbox (its child script, or the OS tools that
+    """masforge's own helpers: git for the archive, and the sandbox (its child, or the OS tools that
     isolate it). Everything else started while untrusted input is handled is a finding."""
     if event != "subprocess.Popen" or len(args) < 2:
         return False
     argv = [str(a) for a in (args[1] if isinstance(args[1], list | tuple) else [args[1]])]
     program = os.path.basename(str(args[0] or (argv[0] if argv else "")))
-    return program in ("git", "bwrap", "unshare", "prlimit") or any("_sandbox_child" in a for a in argv)
+    return program in ("git", "bwrap", "unshare", "prlimit") or any(CHILD_MARKER in a for a in argv)
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:

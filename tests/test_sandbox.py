@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from masforge.errors import BudgetExceeded
+from masforge.sandbox.isolation import CHILD_DIR
 from masforge.sandbox.runner import (
     SandboxLimits,
     SandboxResult,
@@ -60,7 +61,7 @@ def test_exception_with_traceback():
     assert r.traceback is not None
     assert 'File "<code>", line 2, in helper' in r.traceback
     assert "return x / 0" in r.traceback  # source lines are shown
-    assert "_sandbox_child" not in r.traceback  # the bootstrap's frames are trimmed
+    assert CHILD_DIR not in r.traceback  # the bootstrap's frames are trimmed
 
 
 def test_missing_entry_and_non_json_return():

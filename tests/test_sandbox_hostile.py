@@ -210,8 +210,8 @@ def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
         clone.chmod(0o755)  # readable by the sandbox's uid: only the bind decides what it sees
         venv = clone / ".venv"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        child = clone / "_sandbox_child.py"
-        shutil.copy(iso_module.CHILD_SCRIPT, child)
+        child = clone / "child"
+        shutil.copytree(iso_module.CHILD_DIR, child, ignore=shutil.ignore_patterns("__pycache__"))
         ledger = clone / "runs" / "latest" / "ledger.jsonl"  # the run folder beside the environment
         ledger.parent.mkdir(parents=True)
         ledger.write_text("{}\n")
@@ -221,7 +221,8 @@ def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
                  f"os.path.isdir({str(venv / 'bin')!r}))")
         script = (
             "import masforge.sandbox.isolation as iso, masforge.sandbox.runner as sb\n"
-            f"iso.CHILD_SCRIPT = sb.CHILD_SCRIPT = {str(child)!r}\n"
+            f"iso.CHILD_DIR = {str(child)!r}\n"
+            f"assert all(p.startswith({str(child)!r}) for _, _, p, _ in iso._bootstrap_code())\n"
             "i = iso.isolation()\n"
             f"r = sb.run_python({probe!r})\n"
             "print(i.mode, '|', '; '.join(i.missing), '|', r.ok, r.error, r.stdout.strip())\n"

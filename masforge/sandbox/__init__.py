@@ -6,7 +6,7 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-``masforge/sandbox/_sandbox_child.py`` (compiled once per process, handed over in a sealed in-memory file) inside
+`masforge.sandbox.child` (its parts compiled once per process, handed over in a sealed in-memory file) inside
 the OS layers of `masforge.sandbox.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
 from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
 *judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
@@ -103,7 +103,7 @@ which is equivalent for the code under test; `subprocess.Popen` then needs no Py
 forked child.
 
 The package: the sandbox (:mod:`.runner`: limits, the child's channel and its RPC), the operating system layers
-that confine it (:mod:`.isolation`), the child's bootstrap (``_sandbox_child.py``, run as a script, never imported)
-and the tools a model may call (:mod:`.tools`: the ``python`` tool runs in the sandbox, the calculator is bounded
-before it computes).
+that confine it (:mod:`.isolation`), the child's bootstrap (:mod:`.child`: stdlib-only parts the child runs from
+code the parent compiled) and the tools a model may call (:mod:`.tools`: the ``python`` tool runs in the sandbox, the
+calculator is bounded before it computes).
 """

@@ -52,17 +52,31 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import SandboxError, SandboxUnavailable
+from masforge.sandbox.child import PARTS
 
 __all__ = ["Isolation", "child_command", "host_run_dir", "isolation", "remove_tree", "sandbox_status", "startup_sweep",
            "sweep_run_dirs"]
 
 log = logging.getLogger("masforge.sandbox.runner")
 
-CHILD_SCRIPT = str(Path(__file__).resolve().with_name("_sandbox_child.py"))
-# The bootstrap arrives compiled, in a sealed in-memory file (compiling its source anew cost every sandbox ~15 ms);
-# this launcher runs it as the script it is (frames keep its file name, so tracebacks trim them).
-_LAUNCHER = ("import marshal,os,sys;f=int(sys.argv.pop());c=os.pread(f,os.fstat(f).st_size,0);os.close(f);"
-             "exec(marshal.loads(c),{{'__name__':'__main__','__file__':{path!r}}})")
+CHILD_DIR = str(Path(__file__).resolve().with_name("child"))
+"""The folder of the child's bootstrap (the package `masforge.sandbox.child`, compiled from here)."""
+CHILD_PACKAGE = "_masforge_sandbox_child"
+"""The private package name the bootstrap's parts run under in the child (only while the launcher loads them)."""
+CHILD_MARKER = CHILD_PACKAGE
+"""In the command line of every sandbox child (its launcher names the package): how to recognise one."""
+# The bootstrap arrives compiled, in a sealed in-memory file (compiling its source anew cost every sandbox ~15 ms):
+# a list of (module name, is a package, file, code) in import order. The launcher makes each a module (frames keep
+# the file names, so tracebacks trim them), runs them, takes them out of sys.modules again and calls the last one's
+# main().
+_LAUNCHER = """import marshal,os,sys
+f=int(sys.argv.pop());b=os.pread(f,os.fstat(f).st_size,0);os.close(f);m=sys.modules
+for n,p,a,c in marshal.loads(b):
+ d=m[n]=type(sys)(n);d.__file__=a;d.__package__=n if p else n.rpartition('.')[0]
+ if p:d.__path__=[]
+ exec(c,d.__dict__)
+for n in [n for n in m if n.partition('.')[0]=={package!r}]:del m[n]
+d.main()"""
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UID_BASE = 1_500_000_000
 UID_SLOTS = 65536
@@ -224,15 +238,26 @@ def child_command(fds: list[int]) -> tuple[list[str], int]:
     with _lock:
         code_fd = _state.get("child_code")
         if code_fd is None:
-            source = Path(CHILD_SCRIPT).read_text(encoding="utf-8")
-            data = marshal.dumps(compile(source, CHILD_SCRIPT, "exec", dont_inherit=True))
+            data = marshal.dumps(_bootstrap_code())
             code_fd = os.memfd_create("masforge-sandbox-bootstrap", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.write(code_fd, data)
             fcntl.fcntl(code_fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
                         | fcntl.F_SEAL_SEAL)
             _state["child_code"] = code_fd
-    launcher = _LAUNCHER.format(path=CHILD_SCRIPT)
+    launcher = _LAUNCHER.format(package=CHILD_PACKAGE)
     return [sys.executable, "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
+
+
+def _bootstrap_code() -> list[tuple[str, bool, str, Any]]:
+    """The bootstrap's package and its parts (`masforge.sandbox.child.PARTS`, in import order), each compiled from
+    its file under `CHILD_DIR`: (module name, is a package, file, code), what the launcher runs."""
+    modules = [(CHILD_PACKAGE, True, "__init__"), *((f"{CHILD_PACKAGE}.{part}", False, part) for part in PARTS)]
+    out = []
+    for name, package, stem in modules:
+        path = os.path.join(CHILD_DIR, stem + ".py")
+        source = Path(path).read_text(encoding="utf-8")
+        out.append((name, package, path, compile(source, path, "exec", dont_inherit=True)))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ __all__ = ["RpcHandler", "SandboxLimits", "SandboxResult", "network_namespace_av
            "run_tests", "sandbox_status"]
 
 _PARENT_MESSAGE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # the judge's envelope around a message of the code
-_EXIT_OK, _EXIT_FATAL = 0, 70  # the judge's exit statuses for success and a failed set-up (see _sandbox_child)
+_EXIT_OK, _EXIT_FATAL = 0, 70  # the judge's exit statuses for success and a failed set-up (see child/wire.py)
 _OUTPUT_KILL_BYTES = 64 * 1024 * 1024
 """Printing more than this (or 4x ``max_output_bytes``, whichever is larger) kills the run ("output")."""
 _DRAIN_GRACE_S = 2.0
@@ -545,7 +545,7 @@ def run_python(
     (JSON-able) and its JSON-encoded return value comes back as ``value``; without it the module
     just runs and ``ok`` means no exception. With ``tests`` (test code, e.g. asserts), the tests run in the
     sandbox's judge process against the module's functions, which run in its worker: ``ok`` means every test
-    passed, and nothing the code does or writes can claim that it did (see ``_sandbox_child``).
+    passed, and nothing the code does or writes can claim that it did (see `masforge.sandbox.child`).
 
     ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
     calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``

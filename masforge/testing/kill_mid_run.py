@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from masforge.sandbox.isolation import CHILD_MARKER
 from masforge.testing.survivors import is_alive
 
 ORPHAN_GENOME = '''"""
@@ -91,7 +92,7 @@ def kill_masforge_mid_run(workdir: str, *, env: dict[str, str] | None = None, wa
         deadline = time.monotonic() + wait_s
         while True:
             tree = descendants(proc.pid)
-            sandboxes = [p for p in tree if "_sandbox_child.py" in _cmdline(p) and not _children(p)]
+            sandboxes = [p for p in tree if CHILD_MARKER in _cmdline(p) and not _children(p)]
             # running forward: the interpreter has its threads (lifeline + 4 sleepers)
             busy = [p for p in sandboxes if len(os.listdir(f"/proc/{p}/task")) >= 5] if sandboxes else []
             if len(busy) >= 2 or proc.poll() is not None or time.monotonic() > deadline:
@@ -190,7 +191,7 @@ def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait
     try:
         deadline = time.monotonic() + wait_s
         while proc.poll() is None and time.monotonic() < deadline:
-            busy = [p for p in descendants(proc.pid) if "_sandbox_child.py" in _cmdline(p)]
+            busy = [p for p in descendants(proc.pid) if CHILD_MARKER in _cmdline(p)]
             if busy and (_run_dir_bytes(proc.pid) >= 48 << 20 or time.monotonic() > deadline - wait_s / 2):
                 time.sleep(0.5)  # the file system view of bubblewrap shows nothing here: give it time to write
                 break
