@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -455,20 +455,27 @@ def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_examp
     assert wall < 5  # neither the rest of the batch nor evaluate() waited for the hung thread
 
 
-def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
+def _evaluate_while_the_provider_hangs_on(hangs: Callable[[str], bool], n: int, timeout_s: float,
+                                          max_unscored: float) -> EvalReport:
+    """The cot seed on ``n`` questions, one at a time, with an LM that never answers a prompt ``hangs`` picks."""
     release = threading.Event()
 
     def responder(messages, info):
-        if "What is 1 + 1?" in str(messages[-1]["content"]):
+        if hangs(str(messages[-1]["content"])):
             release.wait(20)  # the LM never answers this one
         return fake_reply(messages, info)
 
     client = LMClient({"worker": "fake"}, cache=False, responder=responder)
-    ev = Evaluator(question_task(4), client, limit=4, concurrency=1, example_timeout_s=0.3, max_unscored=0.5)
+    ev = Evaluator(question_task(n), client, limit=n, concurrency=1, example_timeout_s=timeout_s,
+                   max_unscored=max_unscored)
     try:
-        report = ev.evaluate(load_seed("cot"))
+        return ev.evaluate(load_seed("cot"))
     finally:
         release.set()
+
+
+def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
+    report = _evaluate_while_the_provider_hangs_on(lambda prompt: "What is 1 + 1?" in prompt, 4, 0.3, 0.5)
     stuck = report.examples[1]
     assert stuck.unscored and stuck.error_kind == "timeout" and "waiting on the LM provider" in stuck.error
     assert report.n == 3 and report.unscored == 1 and report.score == 1.0  # left out, not counted as wrong
@@ -476,18 +483,7 @@ def test_an_example_stuck_on_the_provider_is_unscored_not_wrong():
 
 
 def test_an_evaluation_stops_queueing_once_too_much_is_unscored():
-    release = threading.Event()
-
-    def responder(messages, info):
-        release.wait(20)  # the provider never answers
-        return fake_reply(messages, info)
-
-    client = LMClient({"worker": "fake"}, cache=False, responder=responder)
-    ev = Evaluator(question_task(10), client, limit=10, concurrency=1, example_timeout_s=0.2, max_unscored=0.2)
-    try:
-        report = ev.evaluate(load_seed("cot"))
-    finally:
-        release.set()
+    report = _evaluate_while_the_provider_hangs_on(lambda prompt: True, 10, 0.2, 0.2)
     # 3 unscored of 10 planned is over the 20% share: the other 7 are never run
     assert report.attempted == 3 and report.unscored == 3 and report.incomplete
 
