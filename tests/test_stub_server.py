@@ -218,6 +218,22 @@ def test_raw_http_64_concurrent():
         assert stub.max_in_flight >= 32  # (all 64 overlap on an idle machine)
 
 
+def test_latency_is_counted_from_arrival_and_includes_building_the_reply():
+    # A responder that needs 0.3 s inside a 0.3 s latency: the request takes the latency, not both added up
+    # (built after the wait, 64 replies arriving together queued their building behind one GIL).
+    def slow(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+        time.sleep(0.3)
+        return "slow answer"
+
+    with StubServer(latency_s=0.3, responder=slow) as stub:
+        t0 = time.monotonic()
+        status, data = _post(stub, {"model": "stub", "messages": HI})
+        elapsed = time.monotonic() - t0
+    assert status == 200 and data["choices"][0]["message"]["content"] == "slow answer"
+    assert 0.3 <= elapsed < 0.55, f"took {elapsed:.2f} s: latency and reply building were added up"
+    assert stub.delivered == 1
+
+
 def test_reset_counters():
     with StubServer() as stub:
         _post(stub, {"model": "m", "messages": HI})

@@ -137,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route GET {self.path}", "not_found_error")
 
     def do_POST(self) -> None:
-        """``/v1/chat/completions``: count, maybe fail, sleep the latency, answer."""
+        """``/v1/chat/completions``: count, maybe fail, build the answer, wait out the latency, send it."""
         route = self._route()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
@@ -153,14 +153,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "request body must be a JSON object with a 'messages' list")
             return
         stub = self.server.stub
+        arrived = time.monotonic()
         fault = stub._enter(body)
         try:
+            # The reply is built on arrival and the latency counted from then, so a request takes the stated
+            # latency however many arrive together (built after the wait, 64 replies queued behind one GIL).
+            auth = str(self.headers.get("Authorization") or "")
+            (status, payload, content_type, headers), usage = _answer(stub, body, fault, auth)
             if stub.latency_s > 0:
-                time.sleep(stub.latency_s)
+                time.sleep(max(0.0, arrived + stub.latency_s - time.monotonic()))
             if fault == "hang":
                 time.sleep(stub.hang_s)
-            auth = str(self.headers.get("Authorization") or "")
-            status, payload, content_type, headers = _answer(stub, body, fault, auth)
+            if usage is not None:
+                stub._delivered(usage)  # after the wait: a client that gave up meanwhile was never billed
         finally:
             stub._leave()  # before the reply goes out: a client that has its answer sees in_flight drop
         if fault in ("hang", "drop"):
@@ -184,8 +189,10 @@ def _json_reply(status: int, obj: Any, headers: dict[str, str] | None = None) ->
     return status, json.dumps(obj).encode("utf-8"), "application/json", headers or {}
 
 
-def _answer(stub: StubServer, body: dict[str, Any], fault: str | None, auth: str = "") -> _Reply:
-    """The HTTP reply to a counted chat request: an injected failure, a completion, or an SSE stream."""
+def _answer(stub: StubServer, body: dict[str, Any], fault: str | None, auth: str = ""
+            ) -> tuple[_Reply, dict[str, int] | None]:
+    """The HTTP reply to a counted chat request (an injected failure, a completion, or an SSE stream), and the
+    usage to count as delivered once it is sent (None: nothing the client is billed for)."""
     if fault in ("fail", "rate_limit", "server_error"):
         status = stub.fail_status if fault == "fail" else 429 if fault == "rate_limit" else 500
         wait = stub.retry_after if fault == "fail" else stub.fault_retry_after
@@ -200,24 +207,24 @@ def _answer(stub: StubServer, body: dict[str, Any], fault: str | None, auth: str
             message = f"Incorrect API key provided: {key}. Authorization header was: {auth}"
             kind = "invalid_request_error"
         error = {"message": message, "type": kind, "param": None, "code": status}
-        return _json_reply(status, {"error": error}, headers)
+        return _json_reply(status, {"error": error}, headers), None
     if fault == "bad_json":
-        return 200, b"<html><body>502 Bad Gateway</body></html>", "application/json", {}
+        return (200, b"<html><body>502 Bad Gateway</body></html>", "application/json", {}), None
     try:
         text = stub.reply(body)
     except Exception as exc:  # a broken responder is a 500 the test can see, not a dead thread
         message = f"stub responder failed: {type(exc).__name__}: {exc}"
-        return _json_reply(500, {"error": {"message": message, "type": "server_error", "param": None, "code": 500}})
+        error = {"message": message, "type": "server_error", "param": None, "code": 500}
+        return _json_reply(500, {"error": error}), None
     if fault == "empty":
         text = ""
     elif fault == "long":
         text = (text + " ") * max(1, stub.long_chars // max(len(text) + 1, 1))
     if body.get("stream"):
-        return 200, _sse(stub, body, text), "text/event-stream", {"Cache-Control": "no-cache"}
+        return (200, _sse(stub, body, text), "text/event-stream", {"Cache-Control": "no-cache"}), None
     answer = _completion(stub, body, text)
-    if fault in (None, "empty", "long"):  # what the client receives in full, and will be billed for
-        stub._delivered(answer["usage"])
-    return _json_reply(200, answer)
+    delivered = answer["usage"] if fault in (None, "empty", "long") else None  # received in full: billed
+    return _json_reply(200, answer), delivered
 
 
 def _usage(body: dict[str, Any], text: str, n: int) -> dict[str, int]:
@@ -263,11 +270,11 @@ def _sse(stub: StubServer, body: dict[str, Any], text: str) -> bytes:
 class StubServer:
     """An OpenAI-compatible stub on a loopback port, served from a background thread.
 
-    ``latency_s`` is slept per chat request (in that request's own thread). ``responder(messages, body)``
-    returns the reply text (None: use :func:`default_responder`). The first ``fail_first_n`` chat requests
-    get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if ``retry_after`` is set);
-    with ``echo_auth`` that body quotes the request's API key and ``Authorization`` header, as some providers'
-    401 answers do.
+    ``latency_s`` is how long each chat request takes from its arrival (waited in that request's own thread).
+    ``responder(messages, body)`` returns the reply text (None: use :func:`default_responder`). The first
+    ``fail_first_n`` chat requests get HTTP ``fail_status`` with an OpenAI-shaped error body (and ``Retry-After`` if
+    ``retry_after`` is set); with ``echo_auth`` that body quotes the request's API key and ``Authorization`` header,
+    as some providers' 401 answers do.
 
     ``faults`` maps kinds of :data:`FAULTS` to rates (their sum at most 1): each later request draws its fate
     from a generator seeded with ``fault_seed``. A hang lasts ``hang_s``; a long completion is ``long_chars``
@@ -515,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="stub", help="model id listed by /v1/models")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds slept per chat request")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each chat request takes from its arrival")
     parser.add_argument("--fail-first-n", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--faults", type=float, default=0.0, help="share of requests given a fault, spread over "
