@@ -455,6 +455,41 @@ def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_examp
     assert wall < 5  # neither the rest of the batch nor evaluate() waited for the hung thread
 
 
+def test_later_evaluations_reuse_the_threads_of_a_finished_one_but_never_a_stuck_ones(monkeypatch):
+    from masforge.evaluators.executors import local
+
+    monkeypatch.setattr(local, "_spare", [])  # no idle pool left by an earlier test
+    threads: list[threading.Thread] = []
+    release = threading.Event()
+
+    def exact(outputs, example) -> float:
+        threads.append(threading.current_thread())
+        if example.id == "stuck/0":
+            release.wait(20)
+        return 1.0
+
+    def pool_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("masforge-eval")}
+
+    client = LMClient({"worker": "fake"}, cache=False)
+    try:
+        Evaluator(question_task(4, metric=exact), client, limit=4, concurrency=2).evaluate(load_seed("cot"))
+        idle = pool_threads()
+        threads.clear()
+        Evaluator(question_task(4, metric=exact), client, limit=4, concurrency=2).evaluate(load_seed("cot"))
+        assert threads and set(threads) <= idle  # the second evaluation started no thread
+        threads.clear()
+        stuck = Evaluator(question_task(2, name="stuck", metric=exact), client, limit=2, concurrency=2,
+                          example_timeout_s=0.3).evaluate(load_seed("cot"))
+        assert stuck.examples[0].error_kind == "timeout"
+        held = threads[0]
+        threads.clear()
+        after = Evaluator(question_task(8, metric=exact), client, limit=8, concurrency=2).evaluate(load_seed("cot"))
+        assert after.n == 8 and held not in threads  # the stuck thread's pool went out of use
+    finally:
+        release.set()
+
+
 def _evaluate_while_the_provider_hangs_on(hangs: Callable[[str], bool], n: int, timeout_s: float,
                                           max_unscored: float) -> EvalReport:
     """The cot seed on ``n`` questions, one at a time, with an LM that never answers a prompt ``hangs`` picks."""

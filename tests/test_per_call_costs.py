@@ -60,3 +60,34 @@ def test_no_dspy_history_is_kept_for_masforge_runs() -> None:
     result = system(question="What is 2 + 2?")
     assert result.trace.lm_calls == 1
     assert system._lms["worker"].history == []  # type: ignore[attr-defined]
+
+
+def test_an_lm_call_without_history_reads_the_same_outputs_as_dspys_own_path() -> None:
+    """With dspy's history off (masforge's compiled systems), MasforgeLM skips dspy's general call path; the outputs
+    and the usage dspy tracks are what that path gives, and with history on the call takes it."""
+    from masforge.lm import dspy_lm
+    from masforge.lm.client import LMClient
+
+    messages = [{"role": "user", "content": "What is 2 + 2?"}]
+    lm = dspy_lm.MasforgeLM(LMClient({"worker": "fake"}, cache=False))
+    taken: list[str] = []
+    dspy_path = dspy_lm._DSPY_CALL
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        taken.append("dspy")
+        return dspy_path(self, *args, **kwargs)
+
+    original, dspy_lm._DSPY_CALL = dspy_lm._DSPY_CALL, spy
+    try:
+        with dspy.context(disable_history=True), dspy.track_usage() as fast_usage:
+            fast = lm(messages=messages, temperature=0.0)
+        assert taken == []
+        with dspy.context(disable_history=True), dspy.track_usage() as own_usage:
+            own = dspy_path(lm, None, messages=messages, temperature=0.0)
+        with dspy.context(disable_history=False):
+            kept = lm(messages=messages, temperature=0.0)
+        assert taken == ["dspy"] and lm.history  # history on: dspy's path, which records it
+    finally:
+        dspy_lm._DSPY_CALL = original
+    assert fast == own == kept and isinstance(fast[0], str) and fast[0]
+    assert fast_usage.get_total_tokens() and fast_usage.get_total_tokens() == own_usage.get_total_tokens()

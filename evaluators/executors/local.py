@@ -4,6 +4,7 @@ in its own subprocess either way)."""
 from __future__ import annotations
 
 import contextvars
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from masforge.evaluators.example import Example
@@ -11,14 +12,45 @@ from masforge.evaluators.executors.base import EvalJob, ExampleBatch, Executor
 from masforge.evaluators.one_example import ExampleResult, run_example
 from masforge.lm.trace import Incidents
 
+SPARE_POOLS = 2
+"""Finished batches' thread pools kept for the next batches (a search evaluates in many batches)."""
+
+_spare: list[tuple[int, ThreadPoolExecutor]] = []
+_spare_lock = threading.Lock()
+
+
+def _take_pool(workers: int) -> tuple[int, ThreadPoolExecutor]:
+    """A pool of at least ``workers`` threads (the evaluator, not the pool, caps how many examples run at once):
+    the smallest a finished batch left idle, its threads started and their cache connections open, or a new one.
+    Starting 64 threads inside a batch put a thread start before each of its first 64 requests."""
+    with _spare_lock:
+        fits = [entry for entry in _spare if entry[0] >= workers]
+        if fits:
+            entry = min(fits, key=lambda e: e[0])
+            _spare.remove(entry)
+            return entry
+    return workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
+
+
+def _give_back(size: int, pool: ThreadPoolExecutor) -> None:
+    """Keep an idle pool for later batches; past :data:`SPARE_POOLS`, the smallest kept is shut down."""
+    with _spare_lock:
+        _spare.append((size, pool))
+        _spare.sort(key=lambda e: -e[0])
+        dropped = _spare[SPARE_POOLS:]
+        del _spare[SPARE_POOLS:]
+    for _, old in dropped:
+        old.shutdown(wait=False)
+
 
 class LocalBatch(ExampleBatch):
-    """A thread pool sized for the batch; a thread stuck past its example's timeout is left behind."""
+    """A thread pool sized for the batch (reused from a finished batch when one is idle); a thread stuck past its
+    example's timeout is left behind, and its pool is never reused."""
 
     def __init__(self, job: EvalJob, workers: int) -> None:
         self.job = job
         self.workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="masforge-eval")
+        self._size, self._pool = _take_pool(workers)
         self._abandoned = False
         self._incidents: dict[Future[ExampleResult], Incidents] = {}
 
@@ -44,10 +76,14 @@ class LocalBatch(ExampleBatch):
         # A thread cannot be killed. The stuck one keeps its worker: later examples get a fresh pool instead of
         # queueing behind it (and timing out in the queue); the old pool finishes what runs.
         self._pool.shutdown(wait=False)
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="masforge-eval")
+        self._size, self._pool = self.workers, ThreadPoolExecutor(max_workers=self.workers,
+                                                                  thread_name_prefix="masforge-eval")
         self._abandoned = True
 
     def close(self, *, interrupted: bool = False) -> None:
+        if not (self._abandoned or interrupted or self._incidents):  # every example ended: the threads are idle
+            _give_back(self._size, self._pool)
+            return
         # Never wait for an abandoned (timed-out) example: its LM call may hang until the LM's own timeout.
         self._pool.shutdown(wait=not (self._abandoned or interrupted), cancel_futures=True)
 

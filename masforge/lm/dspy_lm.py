@@ -8,11 +8,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import dspy
+from dspy.utils.callback import with_callbacks
 
 from masforge.lm.client import LMClient
 
 # dspy 3.4 marks the BaseLM.forward() interface as deprecated (removal in 3.5; we pin <3.5).
 warnings.filterwarnings("ignore", message=".*BaseLM.forward\\(\\) or aforward\\(\\) is deprecated.*")
+
+
+_DSPY_CALL = dspy.BaseLM.__call__.__wrapped__  # dspy's own call path, without a second round of callbacks
 
 
 class MasforgeLM(dspy.BaseLM):
@@ -29,6 +33,21 @@ class MasforgeLM(dspy.BaseLM):
         # What the agents' ``auto`` prompt adapter resolves against (masforge.execution.standalone.system).
         self.adapter = cfg.adapter
         self.is_local = cfg.is_local
+
+    @with_callbacks
+    def __call__(self, prompt: Any = None, *, messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> Any:
+        """The outputs dspy's adapters read, straight from :meth:`forward` when dspy keeps no history (masforge's
+        compiled systems: they trace every call themselves). dspy's general call path (request preparation,
+        engine selection, retries, pricing) was a tenth of the CPU of an LM call with 64 in flight
+        (bench/concurrency.py); masforge's client does the retries and the pricing. An explicit lm15 request,
+        or a run that keeps dspy's history, takes dspy's own path."""
+        if "request" in kwargs or not isinstance(prompt, str | None) or not dspy.settings.disable_history:
+            return _DSPY_CALL(self, prompt, messages=messages, **kwargs)
+        options = {k: v for k, v in kwargs.items() if k != "cache"}
+        raw = self.forward(prompt=prompt, messages=messages, **options)
+        if not raw.cache_hit and dspy.settings.usage_tracker:
+            dspy.settings.usage_tracker.add_usage(self.model, dict(raw.usage))
+        return self._process_completion(raw, {**self.kwargs, **options})
 
     def forward(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                 **kwargs: Any) -> Any:
