@@ -74,10 +74,10 @@ class LocalBatch(ExampleBatch):
         if future.done():
             return
         # A thread cannot be killed. The stuck one keeps its worker: later examples get a fresh pool instead of
-        # queueing behind it (and timing out in the queue); the old pool finishes what runs.
+        # queueing behind it (and timing out in the queue) in another pool, idle or new; the old one finishes what
+        # runs and is never reused.
         self._pool.shutdown(wait=False)
-        self._size, self._pool = self.workers, ThreadPoolExecutor(max_workers=self.workers,
-                                                                  thread_name_prefix="masforge-eval")
+        self._size, self._pool = _take_pool(self.workers)
         self._abandoned = True
 
     def close(self, *, interrupted: bool = False) -> None:
