@@ -15,7 +15,7 @@ from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, answer_readings, code_pass, extract_code
 from masforge.evaluators.tasks import Task, get_task
 from masforge.execution.compile import compile_genome
-from masforge.execution.standalone.reading import split_final_answer, unfenced_code
+from masforge.execution.standalone.reading import asks_for_code, split_final_answer, unfenced_code
 from masforge.lm.client import LMClient, LMConfig
 from masforge.seeds import load_seed
 from masforge.testing import ScriptedResponder
@@ -196,3 +196,47 @@ def test_run_cot_keeps_the_code_when_its_final_answer_only_leads_into_it() -> No
     unfenced = ("def reverse_string(s):\n    return s[::-1]\n\nThis slices the string backwards.\n\n"
                 "The final answer to the task of reversing a string in Python is:")
     assert split_final_answer(unfenced)[1] == "```python\ndef reverse_string(s):\n    return s[::-1]\n```"
+
+
+# The embedded model's reply to the tour's `masforge run cot --input "Write a Python function that reverses a
+# string"` (2026-11-28): the function in the reasoning, then the output of its own example as the final answer.
+_TOUR_REPLY = (
+    "To reverse a string in Python, you can use slicing. Here's a step-by-step explanation of how to do it:\n\n"
+    "1. **Understand the Task**: The task is to reverse a given string.\n\n"
+    "2. **Use Slicing**: The syntax is `string[::-1]`.\n\n"
+    "3. **Write the Function**: Here's how you can implement this in Python:\n\n"
+    "```python\ndef reverse_string(input_string):\n    # Use slicing to reverse the string\n"
+    "    reversed_string = input_string[::-1]\n    return reversed_string\n\n# Example usage\n"
+    "input_str = \"Hello, World!\"\nreversed_str = reverse_string(input_str)\nprint(\"Final answer:\", reversed_str)\n"
+    "```\n\n### Explanation of the Code:\n\n- **Slicing**: `input_string[::-1]` creates the reversed string.\n\n"
+    "### Final Answer:\n\nFinal answer: The reversed string of \"Hello, World!\" is \"!dlroW ,olleH\".")
+
+
+def test_run_cot_keeps_the_code_when_its_final_answer_states_the_example_output() -> None:
+    system = compile_genome(load_seed("cot"), _client(_TOUR_REPLY))
+    answer = system(question="Write a Python function that reverses a string").outputs["answer"]
+    assert answer.startswith("The reversed string of \"Hello, World!\" is \"!dlroW ,olleH\".")
+    assert "```python\ndef reverse_string(input_string):" in answer and answer.endswith("```")
+
+
+def test_a_question_that_asks_for_no_code_keeps_its_stated_answer() -> None:
+    reply = ("Let me check with a quick program.\n\n```python\ndef total(a, b):\n    return a + b\n```\n\n"
+             "Final answer: 12")
+    system = compile_genome(load_seed("cot"), _client(reply))
+    assert system(question="Tom has 5 apples and buys 7 more. How many has he?").outputs["answer"] == "12"
+
+
+@pytest.mark.parametrize(("question", "wanted"), [
+    ("Write a Python function that reverses a string", True),
+    ("Implement a class Stack with push and pop.", True),
+    ("def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n", True),
+    ("Write a python program to find the sum of a list.", True),
+    ("Natalia sold clips to 48 of her friends in April. How many clips did she sell?", False),
+    ("Write the answer as a fraction: what is 3/4 + 1/8?", False),
+])
+def test_asks_for_code(question: str, wanted: bool) -> None:
+    assert asks_for_code(question) is wanted
+
+
+def test_a_word_problem_about_a_program_or_a_class_is_not_a_code_question() -> None:
+    assert not asks_for_code("The after-school program costs $5 per class. How much do 4 classes cost?")

@@ -19,7 +19,7 @@ from dspy.signatures.signature import Signature
 
 from masforge.execution.standalone.connect import cut_at_stop
 from masforge.execution.standalone.prompts import render_prompt
-from masforge.execution.standalone.reading import _FENCE, _FINAL, split_final_answer
+from masforge.execution.standalone.reading import _FENCE, _FINAL, asks_for_code, keep_written_code, split_final_answer
 from masforge.genome.names import TOOL_ARG
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
@@ -73,11 +73,13 @@ class PlainAdapter(dspy.Adapter):
 
     def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
                  demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        return super().__call__(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
+        outputs = super().__call__(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
+        return _with_written_code(signature, inputs, outputs)
 
     async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: type[Signature],
                     demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        return await super().acall(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
+        outputs = await super().acall(lm, _with_stop(lm_kwargs, signature), signature, demos, inputs)
+        return _with_written_code(signature, inputs, outputs)
 
     # -- formatting -------------------------------------------------------------------------------
 
@@ -208,6 +210,23 @@ class PlainAdapter(dspy.Adapter):
             else:
                 result[name] = _coerce("", field.annotation)
         return result, found
+
+
+def _with_written_code(signature: type[Signature], inputs: dict[str, Any],
+                       outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chain of thought asked for a program: an answer that only states what the program printed keeps the code
+    its reasoning wrote (:func:`keep_written_code`). Parsing sees the reply alone; the question decides this."""
+    outs = list(signature.output_fields.items())
+    if len(outs) != 2 or outs[0][0] not in _WORKING or _kind(outs[1][1].annotation) != "str":
+        return outputs
+    question = "\n".join(v for n, v in inputs.items() if n in signature.input_fields and isinstance(v, str))
+    if not asks_for_code(question):
+        return outputs
+    working, answer = outs[0][0], outs[1][0]
+    for out in outputs:
+        if isinstance(out.get(working), str) and isinstance(out.get(answer), str):
+            out[answer] = keep_written_code(out[working], out[answer])
+    return outputs
 
 
 def _is_react_step(signature: type[Signature]) -> bool:

@@ -178,3 +178,27 @@ def unfenced_code(text: str) -> str | None:
     except SyntaxError:
         return None
     return code
+
+
+# A request for a program: "Write a Python function that ...", "Implement a class ...", or a stub to complete.
+_ASKS_FOR_CODE = re.compile(r"\b(?:write|implement|create|define|complete|fix)\b[^\n]{0,60}?\b(?:function|method|"
+                            r"class|program|script)\b|\bin\s+python\b|\bpython\s+(?:function|program|script|code)\b|"
+                            r"^\s*(?:async\s+def|def|class)\s+\w+\s*[(:]|```", re.I | re.M)
+
+
+def asks_for_code(question: str) -> bool:
+    """Whether a question asks for a program (so its answer is the code, not what running it prints)."""
+    return bool(_ASKS_FOR_CODE.search(question))
+
+
+def keep_written_code(reasoning: str, answer: str) -> str:
+    """A code question's answer with the code its reasoning wrote: a small model writes the function, runs its
+    own example, then states the example's output as its final answer ("Final answer: The reversed string of
+    "Hello, World!" is "!dlroW ,olleH"."). When the answer defines nothing and the reasoning's code blocks do, the
+    last of them is kept after the answer, where code metrics look; else the answer is unchanged."""
+    if _DEFINES.search(answer) or unfenced_code(answer) is not None:
+        return answer
+    code = [b for b in _FENCE.findall(reasoning) if _DEFINES.search(b)]
+    if not code:
+        return answer
+    return f"{answer.strip()}\n\n{code[-1].strip()}".strip()
