@@ -1,16 +1,17 @@
-"""Direct HTTP to OpenAI-compatible endpoints (pooled keep-alive connections) and litellm's price table."""
+"""Direct HTTP to OpenAI-compatible endpoints (pooled keep-alive connections, :mod:`masforge.lm.http1`) and
+litellm's price table."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import select
 import socket
 import ssl
 import threading
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
+
+from masforge.lm.http1 import Connection, TooLarge
 
 
 class EndpointError(Exception):
@@ -56,8 +57,9 @@ def retry_after_seconds(headers: Any) -> float | None:
 # Studio, the test stub) are called directly over pooled keep-alive HTTP connections instead of through
 # litellm. Calls run in threads that share the GIL, so client CPU per call caps throughput: measured on two
 # cores, litellm.completion costs 5-10 ms per call (logging objects, an asyncio loop per call for its service
-# logger, price-table lookups) and an httpx client 2-5 ms with 64 threads, against ~0.5 ms for http.client;
-# with litellm an evaluation topped out near 80 LM calls/s whatever the concurrency (bench/concurrency.py).
+# logger, price-table lookups) and an httpx client 2-5 ms with 64 threads, against ~0.5 ms for http.client and
+# less for masforge.lm.http1; with litellm an evaluation topped out near 80 LM calls/s whatever the concurrency
+# (bench/concurrency.py).
 # The request body is the one litellm sends for these models. Hosted providers still go through litellm.
 PLAIN_EXTRA = frozenset({"top_p", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user",
                           "top_k", "min_p", "repeat_penalty", "n"})
@@ -72,13 +74,13 @@ class InFlight:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._conns: set[http.client.HTTPConnection] = set()
+        self._conns: set[Connection] = set()
 
-    def add(self, conn: http.client.HTTPConnection) -> None:
+    def add(self, conn: Connection) -> None:
         with self._lock:
             self._conns.add(conn)
 
-    def discard(self, conn: http.client.HTTPConnection) -> None:
+    def discard(self, conn: Connection) -> None:
         with self._lock:
             self._conns.discard(conn)
 
@@ -104,11 +106,11 @@ class Endpoint:
         self.port = parts.port or (443 if self.https else 80)
         self.url = api_base.rstrip("/") + "/chat/completions"
         self.path = parts.path.rstrip("/") + "/chat/completions"
-        # A proxy configured for this host means litellm (httpx honours the proxy settings); http.client does not.
+        # A proxy configured for this host means litellm (httpx honours the proxy settings); this client does not.
         proxies = urllib.request.getproxies()
         self.proxied = parts.scheme in proxies and not urllib.request.proxy_bypass(self.host)
         self._ssl = ssl.create_default_context() if self.https else None
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
     @staticmethod
@@ -120,17 +122,7 @@ class Endpoint:
                 ep = _ENDPOINTS[api_base] = Endpoint(api_base)
             return ep
 
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        if self.https:
-            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._ssl)
-        else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        conn.connect()
-        # Headers and body go out in two writes: without TCP_NODELAY, Nagle holds the body back for an ACK.
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn
-
-    def _take_idle(self) -> http.client.HTTPConnection | None:
+    def _take_idle(self) -> Connection | None:
         """A pooled connection the server has not closed meanwhile (checked before anything is sent, so a
         request is never sent twice behind the caller's back)."""
         while True:
@@ -138,50 +130,40 @@ class Endpoint:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return None
-            sock = conn.sock
-            try:
-                # Readable while idle means the server closed it (EOF) or sent garbage: either way, not usable.
-                alive = sock is not None and not select.select([sock], [], [], 0)[0]
-            except (OSError, ValueError):
-                alive = False
-            if alive:
+            if conn.idle_and_open():
                 return conn
             conn.close()
 
     def post(self, body: bytes, headers: dict[str, str], timeout: float,
-             active: InFlight | None = None) -> tuple[int, str, bytes, Any]:
-        """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers).
-        Transport failures raise ConnectionError or TimeoutError (both retried, and counted, by the caller), or
-        :class:`Unreachable` when no connection can be made at all (the server is down or the address wrong).
-        ``active``: where the connection is registered while the request is in flight (so it can be cut)."""
+             active: InFlight | None = None) -> tuple[int, str, bytes, dict[str, str]]:
+        """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers, their
+        names in lower case). Transport failures raise ConnectionError or TimeoutError (both retried, and counted,
+        by the caller), or :class:`Unreachable` when no connection can be made at all (the server is down or the
+        address wrong). ``active``: where the connection is registered while the request is in flight (so it can
+        be cut)."""
         conn = self._take_idle()
         try:
             if conn is None:
                 try:
-                    conn = self._connect(timeout)
+                    conn = Connection(self.host, self.port, timeout, self._ssl)
                 except (ConnectionRefusedError, socket.gaierror) as exc:
                     raise Unreachable(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
             else:
-                conn.timeout = timeout
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout)
+                conn.settimeout(timeout)
             if active is not None:
                 active.add(conn)
-            conn.request("POST", self.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            length = resp.length  # None: chunked or until close
-            if length is not None and length > MAX_ANSWER_BYTES:
-                conn.close()
-                raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer")
-            # read() of a sized body raises IncompleteRead if the connection ends early; read(n) would not.
-            data = resp.read() if length is not None else resp.read(MAX_ANSWER_BYTES + 1)
+            reply = conn.post(self.path, body, headers, MAX_ANSWER_BYTES)
         except TimeoutError as exc:
             if conn is not None:
                 conn.close()
             raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
         except Unreachable:
             raise
-        except (OSError, http.client.HTTPException) as exc:
+        except TooLarge:
+            conn.close()
+            raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer") \
+                from None
+        except OSError as exc:
             if conn is not None:
                 conn.close()
             raise ConnectionError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
@@ -192,15 +174,12 @@ class Endpoint:
         finally:
             if active is not None and conn is not None:
                 active.discard(conn)
-        if len(data) > MAX_ANSWER_BYTES:
-            conn.close()
-            raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer")
-        if resp.will_close:
+        if reply.will_close:
             conn.close()
         else:
             with self._lock:
                 self._idle.append(conn)
-        return resp.status, resp.reason, data, resp.headers
+        return reply.status, reply.reason, reply.body, reply.headers
 
     def chat(self, body: dict[str, Any], api_key: str | None, timeout: float,
              active: InFlight | None = None) -> dict[str, Any]:
