@@ -33,20 +33,26 @@ class Estimate:
     serial_calls: float = 0.0
     """Calls made one at a time beside those (a search's meta-agent), at ``serial_s`` each."""
     serial_s: float = 0.0
+    shared: bool = False
+    """The rate is a share of one server's time (the embedded model): calls in parallel do not divide it."""
 
     @property
     def seconds(self) -> float:
-        return self.calls * self.per_call_s / max(1, self.parallel) + self.serial_calls * self.serial_s
+        at_once = 1 if self.shared else max(1, self.parallel)
+        return self.calls * self.per_call_s / at_once + self.serial_calls * self.serial_s
 
     def more(self, calls: float = 0.0, serial_calls: float = 0.0, serial_s: float | None = None) -> Estimate:
         """This estimate with more calls (at its rate), and calls made one at a time at ``serial_s`` each."""
         return Estimate(self.calls + calls, self.per_call_s, self.parallel, self.measured,
-                        self.serial_calls + serial_calls, self.serial_s if serial_s is None else serial_s)
+                        self.serial_calls + serial_calls, self.serial_s if serial_s is None else serial_s,
+                        self.shared)
 
     def words(self) -> str:
         """E.g. ``up to about 4 min (24 LM calls at 10.0 s each, 1 at a time; measured on this machine; ...)``."""
         rate = "measured on this machine" if self.measured else "a guess: nothing measured on this machine yet"
         at_once = f", {self.parallel} at a time" if self.parallel > 1 else ", 1 at a time"
+        if self.shared and self.parallel > 1:
+            at_once = f" of the model's time, {self.parallel} at a time"
         about = "up to about " if self.seconds >= 60 else ""  # cached answers make it less
         serial = (f" and {self.serial_calls:.0f} meta-agent calls at {self.serial_s:.1f} s"
                   if self.serial_calls else "")
@@ -68,4 +74,4 @@ def estimate(systems: Sequence[Any], examples: int, lm: LMConfig, concurrency: i
     """Evaluating ``systems`` on ``examples`` examples each with ``lm``, ``concurrency`` examples at once."""
     per_call, measured = seconds_per_call(lm)
     calls = sum(calls_per_example(s) for s in systems) * examples
-    return Estimate(calls, per_call, max(1, min(concurrency, lm.max_concurrency)), measured)
+    return Estimate(calls, per_call, max(1, min(concurrency, lm.max_concurrency)), measured, shared=lm.is_local)

@@ -23,7 +23,7 @@ from masforge.cli.console import masforge_command, runnable
 from masforge.evaluators.estimate import Estimate, duration, estimate
 from masforge.evaluators.tasks import describe_tasks, get_task
 from masforge.lm import rates as lm_rates
-from masforge.lm.config import parse_lm
+from masforge.lm.config import LMConfig, parse_lm
 from masforge.search.config import RunConfig
 from masforge.search.events import Evaluating, HeldOutTest, Stage, Stalled
 from masforge.search.progress import describe_event
@@ -289,8 +289,15 @@ def test_the_estimate_is_calls_times_the_measured_rate() -> None:
     lm_rates.save()
     measured = estimate([load_seed("io")], 20, local, 4)
     assert measured.measured and measured.per_call_s == 6.0
-    assert measured.seconds == 20 * 6.0 / measured.parallel
+    # The embedded model's rate is a share of its server's time: requests at once do not divide it.
+    assert measured.shared and measured.seconds == 20 * 6.0
     assert "measured on this machine" in measured.words()
+    hosted = LMConfig(model="openai/some-model", api_base="http://127.0.0.1:9/v1", max_concurrency=8)
+    for _ in range(4):
+        lm_rates.record(hosted, 6.0)
+    lm_rates.save()
+    served = estimate([load_seed("io")], 20, hosted, 4)
+    assert not served.shared and served.parallel == 4 and served.seconds == 20 * 6.0 / 4
     assert Estimate(10, 6.0, 1, True, serial_calls=2, serial_s=30.0).seconds == 120
     assert [duration(s) for s in (30, 150, 4000)] == ["under a minute", "2 min", "1 h 7 min"]
 
@@ -339,3 +346,14 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
     beat = text.find("s: evaluating io (0 candidates done;")
     assert beat >= 0, text
     assert beat < text.find("io score"), text  # before the first candidate's line
+
+
+def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
+    from masforge.lm.client import LMClient
+
+    client = LMClient({"worker": parse_lm("fake")}, cache=False)
+    cfg = client.config("worker")
+    # Four requests come in one after another, then leave: each shared the server with the most seen beside it.
+    assert [client._busy_change(cfg, +1) for _ in range(4)] == [1, 2, 3, 4]
+    assert [client._busy_change(cfg, -1) for _ in range(4)] == [4, 3, 2, 1]
+    assert lm_rates.rate_key(parse_lm("local")) == "local#shared"  # not mixed with the latencies kept before

@@ -166,6 +166,8 @@ class LMClient:
         self.responder = responder
         self.seed = seed
         self._sems: dict[str, threading.BoundedSemaphore] = {}
+        self._busy: dict[str, int] = {}
+        """Requests in flight per model (what a request's time on the embedded model is shared with)."""
         self._sem_lock = threading.Lock()
         self._endpoints: dict[str, tuple[str, str, str]] = {}
         self._stop = _Stop()
@@ -185,7 +187,7 @@ class LMClient:
         merged = {**self.lms, **{k: parse_lm(v) for k, v in lms.items()}}
         clone = LMClient(merged, ledger=self.ledger, cache=self.cache or False, responder=self.responder,
                          seed=self.seed)
-        clone._sems, clone._endpoints, clone._stop = self._sems, self._endpoints, self._stop
+        clone._sems, clone._busy, clone._endpoints, clone._stop = self._sems, self._busy, self._endpoints, self._stop
         return clone
 
     def _semaphore(self, cfg: LMConfig) -> threading.BoundedSemaphore:
@@ -194,6 +196,14 @@ class LMClient:
             if sem is None:
                 sem = self._sems[cfg.model] = threading.BoundedSemaphore(max(1, cfg.max_concurrency))
             return sem
+
+    def _busy_change(self, cfg: LMConfig, step: int) -> int:
+        """Count a request of ``cfg``'s model in (+1) or out (-1); the requests in flight before it left or after
+        it came in."""
+        with self._sem_lock:
+            now = self._busy.get(cfg.model, 0)
+            self._busy[cfg.model] = now + step
+            return max(now, now + step)
 
     def _route(self, cfg: LMConfig) -> tuple[str, str | None, str | None]:
         """litellm model, api_base and api_key for ``cfg`` (starting the local server if needed)."""
@@ -245,9 +255,15 @@ class LMClient:
         # Queued behind this client's other requests (the LM's slots are all taken) is waiting on the provider
         # too: that time must not count against the example's own timeout.
         with waiting_on_provider(), self._semaphore(cfg):
-            c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
+            sharing = self._busy_change(cfg, +1)
+            try:
+                c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
+            finally:
+                sharing = max(sharing, self._busy_change(cfg, -1))
         c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
-        lm_rates.record(cfg, c.latency_s)  # how long this LM takes here: the next run's estimate
+        # How long this LM takes here, for the next run's estimate. The embedded model's slots decode together on
+        # the same cores (4 requests at once take about 4 times as long each), so its time is shared out.
+        lm_rates.record(cfg, c.latency_s / sharing if cfg.is_local else c.latency_s)
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:

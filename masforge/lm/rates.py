@@ -3,7 +3,9 @@ masforge cache folder, and used to say up front how long an evaluation or a sear
 
 Only requests that reached the LM count (an answer from the answer cache costs no time). The mean is kept per
 model and endpoint; the recent past weighs most (a machine gets busier or quieter). A model never measured here
-gets a stated guess.
+gets a stated guess. The embedded model's requests share its server's cores (its slots decode in one batch), so
+its rate is each request's share of the server's time: n requests at once take n times the rate, whatever the
+slots; a hosted model's rate is its latency, and n at once take the rate.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ _pending: dict[str, list[float]] = {}
 
 
 def rate_key(cfg: LMConfig) -> str:
-    """What a rate is kept under: the model and, for a served model, where it is served."""
-    return cfg.model if (cfg.is_local or cfg.is_fake) else f"{cfg.model}@{cfg.api_base or ''}"
+    """What a rate is kept under: the model and, for a served model, where it is served. The embedded model's
+    rate is its time per request on a server it shares with the requests beside it (``#shared``: latency divided
+    by the requests in flight; earlier files kept the bare latency under the model's name)."""
+    if cfg.is_local:
+        return f"{cfg.model}#shared"
+    return cfg.model if cfg.is_fake else f"{cfg.model}@{cfg.api_base or ''}"
 
 
 def _path() -> Path:
