@@ -119,7 +119,8 @@ def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluat
                      "selection_sends": selection_sends[m.name], "test_sends": test_sends.get(i, 0)}
                     for i, m in enumerate(build.members)],
         "selection": {"cv_score": build.cv.score, "cv_calls": build.cv.calls, "cv_accuracy": build.cv.accuracy,
-                      "single_best": build.single_best.score, "oracle": build.oracle_score},
+                      "single_best": build.single_best.score, "oracle": build.oracle_score,
+                      "pool_oracle": build.pool_oracle_score},
         "test": {"n": c.n, "routed": c.mean(c.b), "single_best": c.mean(c.a), "diff": c.diff, "ci_low": c.ci_low,
                  "ci_high": c.ci_high, "wins": c.wins, "losses": c.losses, "ties": c.ties, "outcome": c.outcome,
                  "routed_calls": calls_per_question(routed), "single_best_calls": calls_per_question(best)},
@@ -180,7 +181,9 @@ def markdown(states: list[dict[str, Any]]) -> str:
             if t.get("router_hits") is not None else ""
         lines += ["", f"Selection ({s['selection_n']} questions): cross-validated routed score {sel['cv_score']:.3f} "
                   f"({sel['cv_calls']:.1f} LM calls/q), single best {sel['single_best']:.3f}, oracle "
-                  f"{sel['oracle']:.3f}, routing accuracy against the oracle {sel['cv_accuracy']:.0%}.", "",
+                  f"{sel['oracle']:.3f}, routing accuracy against the oracle {sel['cv_accuracy']:.0%}; "
+                  f"best candidate per question over all {s['candidates']}: "
+                  f"{sel.get('pool_oracle', float('nan')):.3f}.", "",
                   f"Test ({t['n']} paired examples): routed **{t['routed']:.3f}** ({t['routed_calls']:.1f} LM calls/q) "
                   f"vs single best **{t['single_best']:.3f}** ({t['single_best_calls']:.1f} LM calls/q): difference "
                   f"{t['diff']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] (95% paired bootstrap CI), won "

@@ -98,6 +98,9 @@ class PortfolioBuild:
     """Candidates scored on every selection question (the pool members were chosen from)."""
     folds: int = 5
     steps: list[str] = field(default_factory=list)
+    pool_oracle_score: float | None = None
+    """Mean score of the best candidate per question over every candidate members were chosen from: what the
+    archive holds for a router that knew each answer in advance."""
     """One line per greedy step: what joined and what the CV routed fitness became."""
 
     def sends(self) -> dict[str, int]:
@@ -120,6 +123,9 @@ class PortfolioBuild:
             f"routing accuracy against the oracle {self.cv.accuracy:.0%}",
             f"  oracle (best member per question): {self.oracle_score:.3f}",
         ]
+        if self.pool_oracle_score is not None:
+            out.append(f"  oracle over all {self.candidates} candidates (best per question): "
+                       f"{self.pool_oracle_score:.3f}")
         return out
 
 
@@ -275,6 +281,7 @@ def build_portfolio(archive: ResumableArchive, task: Task | str, split: str = SE
     final = router.fit(np.arange(len(labels)), labels)
     fitted = router.routing(chosen, router.picks(final, np.arange(len(labels))), labels)
     oracle = float(np.mean([chosen[best].scores[q] for q, best in enumerate(labels)]))
+    pool_oracle = float(np.max([m.scores for m in candidates], axis=0).mean())
     genome = Genome(
         kind="portfolio", name=name or f"portfolio-{the_task.name}",
         description=(f"Routes each question to one of {len(chosen)} systems found on {the_task.name} ("
@@ -290,7 +297,7 @@ def build_portfolio(archive: ResumableArchive, task: Task | str, split: str = SE
                   "routing_accuracy": round(current.accuracy, 4)})
     validate(genome)
     return PortfolioBuild(genome, chosen, chosen[0], current, fitted, oracle, the_task.name, split, lm_key,
-                          cost_weight, len(labels), len(candidates), folds, steps)
+                          cost_weight, len(labels), len(candidates), folds, steps, pool_oracle)
 
 
 def add_portfolio(archive: ResumableArchive, build: PortfolioBuild, run: str = "") -> Any:

@@ -357,3 +357,23 @@ def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
     assert [client._busy_change(cfg, +1) for _ in range(4)] == [1, 2, 3, 4]
     assert [client._busy_change(cfg, -1) for _ in range(4)] == [4, 3, 2, 1]
     assert lm_rates.rate_key(parse_lm("local")) == "local#shared"  # not mixed with the latencies kept before
+
+
+def test_an_evaluation_piped_to_a_log_writes_a_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from masforge.lm import fake as fake_lm
+    from masforge.search import progress
+
+    real = fake_lm.fake_reply
+
+    def slow(messages: Any, info: Any) -> str:
+        time.sleep(0.2)
+        return real(messages, info)
+
+    monkeypatch.setattr(fake_lm, "fake_reply", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    code, out = _invoke("evaluate", "io", "--task", TASK, "--lm", "fake", "--limit", "6", "--concurrency", "1",
+                        "--no-cache")
+    assert code == 0, out
+    assert re.search(r"\ds: io on \S+ [1-5]/6 examples, score \d\.\d{3}", out), out

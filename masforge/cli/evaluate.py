@@ -4,6 +4,7 @@ the same examples, paired), with their progress and result tables."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -208,13 +209,22 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
     console.print(f"evaluating {escape(g.name)} on {escape(where)}: {n} examples"  # type: ignore[attr-defined]
                   f"{escape(capped_words(limit, n, where))}; {estimate([g], n, worker, concurrency).words()}",
                   highlight=False, soft_wrap=True)
+    from masforge.search.progress import HEARTBEAT_S
+
+    logged = [time.monotonic(), time.monotonic()]  # started, last line written without a terminal
     with eval_progress() as bar:  # type: ignore[attr-defined]
         job = bar.add_task(name, total=n, stats="")
 
         def tick(done: int, total: int, rep: object) -> None:
             snap = client.ledger.snapshot()  # type: ignore[attr-defined]
-            bar.update(job, completed=done, stats=f"score {rep.score:.3f}  "  # type: ignore[attr-defined]
-                       f"{snap['tokens']} tok  ${snap['dollars']:.4f}")
+            stats = f"score {rep.score:.3f}  {snap['tokens']} tok  ${snap['dollars']:.4f}"  # type: ignore[attr-defined]
+            bar.update(job, completed=done, stats=stats)
+            now = time.monotonic()
+            if not console.is_terminal and done < total and now - logged[1] >= HEARTBEAT_S:
+                # piped to a log, the bar shows nothing until the end: a line at least every minute instead
+                logged[1] = now
+                console.print(f"{now - logged[0]:.0f}s: {escape(name)} {done}/{total} examples, {stats}",
+                              highlight=False, soft_wrap=True)
 
         try:
             report = ev.evaluate(g, progress=tick)
