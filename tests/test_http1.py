@@ -125,6 +125,7 @@ def test_a_body_over_the_limit_is_refused(reply: bytes) -> None:
 
 
 @pytest.mark.parametrize("reply", [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+                                   b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nabc",
                                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"])
 def test_a_reply_that_is_not_http_is_a_protocol_error(reply: bytes) -> None:
     with raw_server([reply]) as (port, _):

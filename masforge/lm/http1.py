@@ -107,7 +107,9 @@ class Connection:
             try:
                 length = int(fields["content-length"].split(",")[0])
             except ValueError:
-                raise ProtocolError(f"bad Content-Length {fields['content-length']!r}") from None
+                length = -1
+            if length < 0:
+                raise ProtocolError(f"bad Content-Length {fields['content-length']!r}")
             if length > max_body:
                 raise TooLarge(length)
             data = self._exactly(length)
