@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from common import RESULTS, child_stub, make_task  # noqa: E402
+from common import RESULTS, child_stub, make_task, write_keeping_notes  # noqa: E402
 
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.lm.client import LMClient, LMConfig  # noqa: E402
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             lines += table(stub.api_base, stub, levels, args, via_litellm=True)
     lines.append(f"# load avg at the end {os.getloadavg()[0]:.1f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    write_keeping_notes(Path(args.out), "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -283,3 +283,20 @@ def test_every_seed_runs_on_the_fake_lm_through_the_plain_adapter():
             continue
         result = compile_genome(genome, client)(question="What is 3 + 4 * 2?")
         assert "answer" in result.outputs, name
+
+
+@pytest.mark.parametrize("inputs", [
+    {"question": "What is 2 + 2?"},
+    {"question": "Write a function.", "context": "def f(x):\n    pass\n"},
+    {"question": "Which?", "context": ["a list", "of strings"]},  # not plain strings: dspy formats them
+    {"question": "How many?", "context": {"n": 3}},
+    {"question": ""},
+])
+@pytest.mark.parametrize("main_request", [True, False])
+def test_the_chat_adapter_formats_plain_string_inputs_as_dspy_does(inputs: dict, main_request: bool) -> None:
+    sig = _sig("question, context -> answer", "Answer the question.")
+    kept = make_adapter("chat")
+    plain = dspy.ChatAdapter()
+    assert kept.format_user_message_content(sig, inputs, "pre", "post", main_request) == \
+        plain.format_user_message_content(sig, inputs, "pre", "post", main_request)
+    assert kept.format(sig, [], inputs) == plain.format(sig, [], inputs)

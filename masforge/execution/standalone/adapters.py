@@ -46,6 +46,23 @@ def _with_kept_system_message(base: type) -> type:
     adapters and all: a tenth of masforge's time per LM call with 64 calls in flight (bench/concurrency.py)."""
 
     class Kept(base):  # type: ignore[misc, valid-type]
+        if base.__name__ == "ChatAdapter":
+
+            def format_user_message_content(self, signature: Any, inputs: dict[str, Any], prefix: str = "",
+                                            suffix: str = "", main_request: bool = False) -> str:
+                # dspy formats each input through a new pydantic TypeAdapter (serialize_for_json), which leaves a
+                # plain string as it is; such inputs are formatted here without it, the rest by dspy (the same text:
+                # tests/test_adapters.py checks it against dspy's own method).
+                if any(type(inputs[k]) is not str for k in signature.input_fields if k in inputs):
+                    return super().format_user_message_content(signature, inputs, prefix, suffix, main_request)
+                parts = [prefix] + [f"[[ ## {k} ## ]]\n{inputs[k]}" for k in signature.input_fields if k in inputs]
+                if main_request:
+                    wanted = self.user_message_output_requirements(signature)
+                    if wanted is not None:
+                        parts.append(wanted)
+                parts.append(suffix)
+                return "\n\n".join(parts).strip()
+
         def format_system_message(self, signature: Any) -> str:
             with _SYSTEM_LOCK:
                 known = _SYSTEM_MESSAGES.get(signature, {}).get(base)
