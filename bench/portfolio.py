@@ -100,6 +100,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return state_of(args, build, task, evaluator, best, routed, members)
 
 
+def shown_path(path: str) -> str:
+    """An archive as the results name it: its run folder and itself (``gsm8k-evolve/archive``), never where this
+    machine keeps it."""
+    p = Path(path).resolve()
+    return f"{p.parent.name}/{p.name}"
+
+
 def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluator: Evaluator, best: EvalReport,
              routed: EvalReport, members: list[EvalReport]) -> dict[str, Any]:
     c = compare(best, routed)
@@ -112,7 +119,7 @@ def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluat
     selection_sends = build.sends()
     state: dict[str, Any] = {
         "task": task.name, "date": time.strftime("%Y-%m-%d"), "lm": args.lm, "lm_key": build.lm_key,
-        "archives": [str(p) for p in args.archive], "cost_weight": build.cost_weight, "split": build.split,
+        "archives": [shown_path(p) for p in args.archive], "cost_weight": build.cost_weight, "split": build.split,
         "selection_n": build.n, "candidates": build.candidates, "portfolio_id": genome.id, "steps": build.steps,
         "escalation": [build.members[i].name for i in genome.portfolio.escalation],
         "members": [{"name": m.name, "id": m.id, "selection_score": m.score, "selection_calls": m.calls,

@@ -81,3 +81,4 @@ def test_bench_portfolio_builds_compares_and_writes_its_results(tmp_path: Path) 
                  f"Test ({n_test} paired examples): routed", "95% paired bootstrap CI", "LM calls/q", "Goal: "):
         assert part in text, part
     assert state["members"][0]["name"] in text
+    assert state["archives"] == [f"{tmp_path.name}/archive"] and str(tmp_path) not in text  # no machine's paths
