@@ -80,7 +80,7 @@ def test_a_sized_reply_is_read_and_the_connection_kept_for_the_next_request() ->
         second = conn.post("/v1/chat/completions", b"{}", {}, 1000)
         assert second.body == b"two"
         conn.close()
-    assert requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    assert requests[0].startswith(f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
     assert requests[0].endswith(b'\r\n\r\n{"a": 1}') and b"Content-Length: 8\r\n" in requests[0]
 
 

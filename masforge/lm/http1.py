@@ -44,6 +44,8 @@ class Connection:
 
     def __init__(self, host: str, port: int, timeout: float, context: ssl.SSLContext | None = None) -> None:
         self.host = host
+        named = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed in a Host header
+        self.host_header = named if port == (443 if context is not None else 80) else f"{named}:{port}"
         sock = socket.create_connection((host, port), timeout=timeout)
         try:
             # Nagle would hold a second segment back for an ACK; requests go out in one write, but a large one
@@ -90,7 +92,7 @@ class Connection:
         then unusable: close it); a body larger than ``max_body`` raises :class:`TooLarge`."""
         if self.sock is None:
             raise ConnectionError("the connection is closed")
-        lines = [f"POST {path} HTTP/1.1", f"Host: {self.host}", f"Content-Length: {len(body)}"]
+        lines = [f"POST {path} HTTP/1.1", f"Host: {self.host_header}", f"Content-Length: {len(body)}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         while True:
