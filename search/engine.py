@@ -17,7 +17,7 @@ import signal
 import statistics
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -321,7 +321,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         events.close()
     if stop_reason == "interrupted":
         run.client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
-    return _finish(run, ctx, stop_reason, seed_ids, warnings, plan)
+    return _finish(run, ctx, stop_reason, seed_ids, warnings, plan, ui)
 
 
 def _run_config(cfg: RunConfig | None, resume: str | Path | None) -> tuple[RunConfig, Path | None]:
@@ -469,7 +469,7 @@ def _run_pipeline(ctx: SearchContext, pipeline: list[Strategy], budget: Budget) 
 
 
 def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str], warnings: list[str],
-            plan: SearchPlan) -> SearchResult:
+            plan: SearchPlan, ui: SearchProgress | None = None) -> SearchResult:
     """Re-score the finalists on the held-out split (unless the run was interrupted or halted), gather the run's
     numbers, close the executor (if ours) and the ledger, and write ``summary.json``."""
     cfg, ledger, executor = run.cfg, run.ledger, run.executor
@@ -477,7 +477,9 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
     test_scores: list[TestScore] = []
     if stop_reason not in ("interrupted", *HALTS) and cfg.test_top_k and ctx.population:
-        test_scores = _rescore_on_test(cfg, ctx, ctx.task, run.client, run.archive, seed_ids)
+        # the progress display goes on through the re-scoring (piped to a log: a line at least every minute)
+        with ui if ui is not None else nullcontext():
+            test_scores = _rescore_on_test(cfg, ctx, ctx.task, run.client, run.archive, seed_ids)
     outage = None
     if ctx.unscored_examples or ctx.incomplete_seen or stop_reason in HALTS:
         outage = {"unscored_examples": ctx.unscored_examples,

@@ -377,3 +377,34 @@ def test_an_evaluation_piped_to_a_log_writes_a_progress_line(monkeypatch: pytest
                         "--no-cache")
     assert code == 0, out
     assert re.search(r"\ds: io on \S+ [1-5]/6 examples, score \d\.\d{3}", out), out
+
+
+def test_a_log_shows_the_held_out_rescoring_working(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held-out re-scoring ran after the progress display had closed: `make run` printed nothing for its last
+    8 minutes. The heartbeat goes on through it."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from masforge.lm import fake as fake_lm
+    from masforge.search import progress
+    from masforge.search.engine import run_search
+
+    real = fake_lm.fake_reply
+
+    def slow(messages: Any, info: Any) -> str:
+        time.sleep(0.15)
+        return real(messages, info)
+
+    monkeypatch.setattr(fake_lm, "fake_reply", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    log = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 2, "concurrency": 1,
+                               "test_limit": 8, "test_top_k": 1, "budget": {"max_candidates": 1},
+                               "output": str(tmp_path / "runs")})
+    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
+    text = log.getvalue()
+    start = text.find("re-scoring io on the held-out test split")
+    assert start >= 0, text
+    assert re.search(r"\d+s: evaluating io \(1 candidates done;", text[start:]), text
