@@ -356,7 +356,9 @@ def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
     # Four requests come in one after another, then leave: each shared the server with the most seen beside it.
     assert [client._busy_change(cfg, +1) for _ in range(4)] == [1, 2, 3, 4]
     assert [client._busy_change(cfg, -1) for _ in range(4)] == [4, 3, 2, 1]
-    assert lm_rates.rate_key(parse_lm("local")) == "local#shared"  # not mixed with the latencies kept before
+    # not mixed with the latencies kept before, nor across servers with different slots
+    one, four = LMConfig(model="local", max_concurrency=1), LMConfig(model="local", max_concurrency=4)
+    assert (lm_rates.rate_key(one), lm_rates.rate_key(four)) == ("local#shared/1", "local#shared/4")
 
 
 def test_an_evaluation_piped_to_a_log_writes_a_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
