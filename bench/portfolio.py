@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def shown_path(path: str) -> str:
     """An archive as the results name it: its run folder and itself (``gsm8k-evolve/archive``), never where this
     machine keeps it."""
-    p = Path(path).resolve()
-    return f"{p.parent.name}/{p.name}"
+    p = Path(os.path.abspath(path))  # not resolve(): a symlinked run folder keeps the name it was given
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
 def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluator: Evaluator, best: EvalReport,
@@ -190,7 +190,7 @@ def markdown(states: list[dict[str, Any]]) -> str:
                   f"({sel['cv_calls']:.1f} LM calls/q), single best {sel['single_best']:.3f}, oracle "
                   f"{sel['oracle']:.3f}, routing accuracy against the oracle {sel['cv_accuracy']:.0%}; "
                   f"best candidate per question over all {s['candidates']}: "
-                  f"{sel.get('pool_oracle', float('nan')):.3f}.", "",
+                  + (f"{sel['pool_oracle']:.3f}." if sel.get("pool_oracle") is not None else "not measured."), "",
                   f"Test ({t['n']} paired examples): routed **{t['routed']:.3f}** ({t['routed_calls']:.1f} LM calls/q) "
                   f"vs single best **{t['single_best']:.3f}** ({t['single_best_calls']:.1f} LM calls/q): difference "
                   f"{t['diff']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] (95% paired bootstrap CI), won "

