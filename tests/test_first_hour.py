@@ -349,13 +349,18 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
 
 
 def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
-    from masforge.lm.client import LMClient
+    from masforge.lm.client import ServerShare
 
-    client = LMClient({"worker": parse_lm("fake")}, cache=False)
-    cfg = client.config("worker")
-    # Four requests come in one after another, then leave: each shared the server with the most seen beside it.
-    assert [client._busy_change(cfg, +1) for _ in range(4)] == [1, 2, 3, 4]
-    assert [client._busy_change(cfg, -1) for _ in range(4)] == [4, 3, 2, 1]
+    now = [100.0]
+    share = ServerShare(now=lambda: now[0])
+    # A runs alone 1 s, then beside B for 2 s (each gets half), then alone 1 s after B ended: 1 + 1 + 1 = 3 s.
+    a = share.enter()
+    now[0] += 1
+    b = share.enter()
+    now[0] += 2
+    assert share.leave(b) == pytest.approx(1.0)  # B's 2 s beside A: a half of it
+    now[0] += 1
+    assert share.leave(a) == pytest.approx(3.0)
     # not mixed with the latencies kept before, nor across servers with different slots
     one, four = LMConfig(model="local", max_concurrency=1), LMConfig(model="local", max_concurrency=4)
     assert (lm_rates.rate_key(one), lm_rates.rate_key(four)) == ("local#shared/1", "local#shared/4")

@@ -151,6 +151,39 @@ def _retry_after(exc: BaseException) -> float | None:
     return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
 
+class ServerShare:
+    """Processor sharing on one server: a clock that advances by 1/n of real time while n requests are in flight,
+    so a request's share of the server is the clock's advance between its start and its end (a request that ran
+    alone after the others finished gets the whole of that time, one that ran beside 3 others a quarter)."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._clock = 0.0
+        self._at = now()
+
+    def _advance(self) -> None:
+        now = self._now()
+        if self._in_flight:
+            self._clock += (now - self._at) / self._in_flight
+        self._at = now
+
+    def enter(self) -> float:
+        """A request starts: the clock's reading, to give back to :meth:`leave`."""
+        with self._lock:
+            self._advance()
+            self._in_flight += 1
+            return self._clock
+
+    def leave(self, entered: float) -> float:
+        """A request ends: its share of the server's time, in seconds."""
+        with self._lock:
+            self._advance()
+            self._in_flight -= 1
+            return self._clock - entered
+
+
 class LMClient:
     """Calls LMs for a run: aliases, cache, retries on transient errors, concurrency limits, ledger."""
 
@@ -166,8 +199,8 @@ class LMClient:
         self.responder = responder
         self.seed = seed
         self._sems: dict[str, threading.BoundedSemaphore] = {}
-        self._busy: dict[str, int] = {}
-        """Requests in flight per model (what a request's time on the embedded model is shared with)."""
+        self._shares: dict[str, ServerShare] = {}
+        """Per model: the server time each request in flight gets (what the embedded model's rate is kept in)."""
         self._sem_lock = threading.Lock()
         self._endpoints: dict[str, tuple[str, str, str]] = {}
         self._stop = _Stop()
@@ -187,7 +220,9 @@ class LMClient:
         merged = {**self.lms, **{k: parse_lm(v) for k, v in lms.items()}}
         clone = LMClient(merged, ledger=self.ledger, cache=self.cache or False, responder=self.responder,
                          seed=self.seed)
-        clone._sems, clone._busy, clone._endpoints, clone._stop = self._sems, self._busy, self._endpoints, self._stop
+        clone._sems, clone._shares, clone._endpoints = self._sems, self._shares, self._endpoints
+        clone._stop = self._stop
+        clone._sem_lock = self._sem_lock  # the maps above are guarded by it
         return clone
 
     def _semaphore(self, cfg: LMConfig) -> threading.BoundedSemaphore:
@@ -197,13 +232,12 @@ class LMClient:
                 sem = self._sems[cfg.model] = threading.BoundedSemaphore(max(1, cfg.max_concurrency))
             return sem
 
-    def _busy_change(self, cfg: LMConfig, step: int) -> int:
-        """Count a request of ``cfg``'s model in (+1) or out (-1); the requests in flight before it left or after
-        it came in."""
+    def _share(self, cfg: LMConfig) -> ServerShare:
         with self._sem_lock:
-            now = self._busy.get(cfg.model, 0)
-            self._busy[cfg.model] = now + step
-            return max(now, now + step)
+            share = self._shares.get(cfg.model)
+            if share is None:
+                share = self._shares[cfg.model] = ServerShare()
+            return share
 
     def _route(self, cfg: LMConfig) -> tuple[str, str | None, str | None]:
         """litellm model, api_base and api_key for ``cfg`` (starting the local server if needed)."""
@@ -255,15 +289,16 @@ class LMClient:
         # Queued behind this client's other requests (the LM's slots are all taken) is waiting on the provider
         # too: that time must not count against the example's own timeout.
         with waiting_on_provider(), self._semaphore(cfg):
-            sharing = self._busy_change(cfg, +1)
+            share = self._share(cfg)
+            entered = share.enter()
             try:
                 c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
             finally:
-                sharing = max(sharing, self._busy_change(cfg, -1))
+                served = share.leave(entered)
         c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
         # How long this LM takes here, for the next run's estimate. The embedded model's slots decode together on
         # the same cores (4 requests at once take about 4 times as long each), so its time is shared out.
-        lm_rates.record(cfg, c.latency_s / sharing if cfg.is_local else c.latency_s)
+        lm_rates.record(cfg, served if cfg.is_local else c.latency_s)
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:
