@@ -147,6 +147,23 @@ def _invoke_wide(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+def _slow_fake_lm(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The fake LM answering after ``seconds``, and the log's progress line due every 0.3 s."""
+    import time
+
+    from masforge.lm import fake as fake_lm
+    from masforge.search import progress
+
+    real = fake_lm.fake_reply
+
+    def slow(messages: Any, info: Any) -> str:
+        time.sleep(seconds)
+        return real(messages, info)
+
+    monkeypatch.setattr(fake_lm, "fake_reply", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+
+
 def _flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
@@ -321,23 +338,13 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
     """Piped to a log, a search printed nothing until its first candidate was scored (17 minutes in the issue's
     `make run`): a heartbeat line now says what it is evaluating while nothing else is printed."""
     import io
-    import time
 
     from rich.console import Console
 
-    from masforge.lm import fake as fake_lm
-    from masforge.search import progress
     from masforge.search.config import RunConfig
     from masforge.search.engine import run_search
 
-    real = fake_lm.fake_reply
-
-    def slow(messages: Any, info: Any) -> str:
-        time.sleep(0.4)
-        return real(messages, info)
-
-    monkeypatch.setattr(fake_lm, "fake_reply", slow)
-    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    _slow_fake_lm(monkeypatch, 0.4)
     log = io.StringIO()
     cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
                                "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
@@ -367,19 +374,9 @@ def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
 
 
 def test_an_evaluation_piped_to_a_log_writes_a_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
 
-    from masforge.lm import fake as fake_lm
-    from masforge.search import progress
 
-    real = fake_lm.fake_reply
-
-    def slow(messages: Any, info: Any) -> str:
-        time.sleep(0.2)
-        return real(messages, info)
-
-    monkeypatch.setattr(fake_lm, "fake_reply", slow)
-    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    _slow_fake_lm(monkeypatch, 0.2)
     code, out = _invoke("evaluate", "io", "--task", TASK, "--lm", "fake", "--limit", "6", "--concurrency", "1",
                         "--no-cache")
     assert code == 0, out
@@ -390,22 +387,12 @@ def test_a_log_shows_the_held_out_rescoring_working(tmp_path: Path, monkeypatch:
     """The held-out re-scoring ran after the progress display had closed: `make run` printed nothing for its last
     8 minutes. The heartbeat goes on through it."""
     import io
-    import time
 
     from rich.console import Console
 
-    from masforge.lm import fake as fake_lm
-    from masforge.search import progress
     from masforge.search.engine import run_search
 
-    real = fake_lm.fake_reply
-
-    def slow(messages: Any, info: Any) -> str:
-        time.sleep(0.15)
-        return real(messages, info)
-
-    monkeypatch.setattr(fake_lm, "fake_reply", slow)
-    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
+    _slow_fake_lm(monkeypatch, 0.15)
     log = io.StringIO()
     cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 2, "concurrency": 1,
                                "test_limit": 8, "test_top_k": 1, "budget": {"max_candidates": 1},
