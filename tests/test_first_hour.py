@@ -402,3 +402,11 @@ def test_a_log_shows_the_held_out_rescoring_working(tmp_path: Path, monkeypatch:
     start = text.find("re-scoring io on the held-out test split")
     assert start >= 0, text
     assert re.search(r"\d+s: evaluating io \(1 candidates done;", text[start:]), text
+
+
+def test_an_evaluation_piped_to_a_log_writes_a_line_while_one_long_example_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _slow_fake_lm(monkeypatch, 1.2)
+    code, out = _invoke("evaluate", "io", "--task", TASK, "--lm", "fake", "--limit", "1", "--no-cache")
+    assert code == 0, out
+    assert re.search(r"\ds: io on \S+ 0/1 examples, no example finished yet", out), out

@@ -4,6 +4,7 @@ the same examples, paired), with their progress and result tables."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -209,22 +210,14 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
     console.print(f"evaluating {escape(g.name)} on {escape(where)}: {n} examples"  # type: ignore[attr-defined]
                   f"{escape(capped_words(limit, n, where))}; {estimate([g], n, worker, concurrency).words()}",
                   highlight=False, soft_wrap=True)
-    from masforge.search.progress import HEARTBEAT_S
-
-    logged = [time.monotonic(), time.monotonic()]  # started, last line written without a terminal
-    with eval_progress() as bar:  # type: ignore[attr-defined]
+    with eval_progress() as bar, _LogLines(name, n) as log:  # type: ignore[attr-defined]
         job = bar.add_task(name, total=n, stats="")
 
         def tick(done: int, total: int, rep: object) -> None:
             snap = client.ledger.snapshot()  # type: ignore[attr-defined]
             stats = f"score {rep.score:.3f}  {snap['tokens']} tok  ${snap['dollars']:.4f}"  # type: ignore[attr-defined]
             bar.update(job, completed=done, stats=stats)
-            now = time.monotonic()
-            if not console.is_terminal and done < total and now - logged[1] >= HEARTBEAT_S:
-                # piped to a log, the bar shows nothing until the end: a line at least every minute instead
-                logged[1] = now
-                console.print(f"{now - logged[0]:.0f}s: {escape(name)} {done}/{total} examples, {stats}",
-                              highlight=False, soft_wrap=True)
+            log.update(done, stats)
 
         try:
             report = ev.evaluate(g, progress=tick)
@@ -242,6 +235,53 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
         print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
                     f"failed: {shorten(report.outage, 160)}): {what}")
     return report
+
+
+class _LogLines:
+    """Piped to a log, the progress bar shows nothing until the end: a line instead at least every
+    ``HEARTBEAT_S`` (a minute), whether or not an example finished meanwhile (one can take minutes on a small
+    server). Does nothing on a terminal."""
+
+    def __init__(self, name: str, total: int) -> None:
+        from masforge.search.progress import HEARTBEAT_S
+
+        self.name, self.total, self.every = name, total, HEARTBEAT_S
+        self.done, self.stats = 0, "no example finished yet"
+        self.started = self.last = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def __enter__(self) -> _LogLines:
+        if not console.is_terminal:
+            self._beat = threading.Thread(target=self._run, name="masforge-eval-log", daemon=True)
+            self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(5)
+
+    def update(self, done: int, stats: str) -> None:
+        with self._lock:
+            self.done, self.stats = done, stats
+        self._maybe_print()
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(self.every, 5.0)):
+            self._maybe_print()
+
+    def _maybe_print(self) -> None:
+        if self._beat is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if now - self.last < self.every or self.done >= self.total:
+                return
+            self.last = now
+            line = f"{now - self.started:.0f}s: {escape(self.name)} {self.done}/{self.total} examples, {self.stats}"
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def capped_words(limit: int | None, n: int, where: str) -> str:
