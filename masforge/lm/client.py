@@ -289,16 +289,17 @@ class LMClient:
         # Queued behind this client's other requests (the LM's slots are all taken) is waiting on the provider
         # too: that time must not count against the example's own timeout.
         with waiting_on_provider(), self._semaphore(cfg):
-            share = self._share(cfg)
-            entered = share.enter()
+            # How long this LM takes here, for the next run's estimate. The embedded model's slots decode together
+            # on the same cores (4 requests at once take about 4 times as long each), so its time is shared out; a
+            # hosted model's is its latency.
+            share = self._share(cfg) if cfg.is_local else None
+            entered = share.enter() if share is not None else 0.0
             try:
                 c = self._call_with_retries(cfg, messages, temp, mtok, sample, response_format, stop)
             finally:
-                served = share.leave(entered)
+                took = share.leave(entered) if share is not None else None
         c.text = redact_secret_values(c.text)  # a key the provider echoed is neither cached nor scored
-        # How long this LM takes here, for the next run's estimate. The embedded model's slots decode together on
-        # the same cores (4 requests at once take about 4 times as long each), so its time is shared out.
-        lm_rates.record(cfg, served if cfg.is_local else c.latency_s)
+        lm_rates.record(cfg, c.latency_s if took is None else took)
         # Counted (settled in the ledger, inside the retries) before cached: a process dying in between has then
         # at worst paid and counted a call that a retry pays again, never cached an answer nobody counted.
         if self.cache is not None and c.text:

@@ -35,9 +35,10 @@ _pending: dict[str, list[float]] = {}
 
 def rate_key(cfg: LMConfig) -> str:
     """What a rate is kept under: the model and, for a served model, where it is served. The embedded model's
-    rate is its time per request on a server it shares with the requests beside it (``#shared``: latency divided
-    by the requests in flight; earlier files kept the bare latency under the model's name), per number of slots
-    its server runs: llama-cpp-python's one slot and llama.cpp's several decode at different speeds."""
+    rate is its time per request on a server it shares with the requests beside it (``#shared``: its share of the
+    server, see :class:`masforge.lm.client.ServerShare`; earlier files kept the bare latency under the model's
+    name), per number of slots its server runs: llama-cpp-python's one slot and llama.cpp's several decode at
+    different speeds."""
     if cfg.is_local:
         return f"{cfg.model}#shared/{max(1, cfg.max_concurrency)}"
     return cfg.model if cfg.is_fake else f"{cfg.model}@{cfg.api_base or ''}"
