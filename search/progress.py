@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from functools import singledispatch
 from typing import Any
 
@@ -90,6 +91,36 @@ HEARTBEAT_S = 60.0
 """Without a terminal (a log file), a line at least this often while a long evaluation runs."""
 
 
+class Heartbeat:
+    """Calls ``beat`` on a daemon thread every few seconds (at most every :data:`HEARTBEAT_S`) between
+    :meth:`start` and :meth:`stop`; ``beat`` decides whether a line is due. For progress written to a log."""
+
+    def __init__(self, beat: Callable[[], None], name: str) -> None:
+        self._call = beat
+        self._name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(HEARTBEAT_S, 5.0)):
+            self._call()
+
+
 class SearchProgress:
     """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY, with a
     heartbeat line when nothing else was printed for :data:`HEARTBEAT_S`: a log shows the run is alive and what
@@ -104,8 +135,7 @@ class SearchProgress:
         self.last = ""
         self.working_on = ""
         self._printed = time.monotonic()
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._beat = Heartbeat(self._heartbeat, "masforge-progress")
 
     def attach(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -115,29 +145,23 @@ class SearchProgress:
             self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self.live.__enter__()
         elif self.enabled:
-            self._stop.clear()
-            self._beat = threading.Thread(target=self._heartbeat, name="masforge-progress", daemon=True)
             self._beat.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(5)
-            self._beat = None
+        self._beat.stop()
         if self.live is not None:
             self.live.update(self._render())
             self.live.__exit__(None, None, None)
             self.live = None
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(min(HEARTBEAT_S, 5.0)):
-            if time.monotonic() - self._printed < HEARTBEAT_S or self.ctx is None:
-                continue
-            snap = self.ctx.client.ledger.snapshot()
-            doing = f"evaluating {shorten_name(self.working_on, 40)}" if self.working_on else "working"
-            self._print(f"{time.monotonic() - self.started:.0f}s: {doing} ({self.ctx.evaluated} candidates done; "
-                        f"{snap['llm_calls']} LM calls answered, +{snap['cache_hits']} cached)")
+        if time.monotonic() - self._printed < HEARTBEAT_S or self.ctx is None:
+            return
+        snap = self.ctx.client.ledger.snapshot()
+        doing = f"evaluating {shorten_name(self.working_on, 40)}" if self.working_on else "working"
+        self._print(f"{time.monotonic() - self.started:.0f}s: {doing} ({self.ctx.evaluated} candidates done; "
+                    f"{snap['llm_calls']} LM calls answered, +{snap['cache_hits']} cached)")
 
     def __call__(self, event: Event) -> None:
         match event:

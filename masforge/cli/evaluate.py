@@ -243,37 +243,29 @@ class _LogLines:
     server). Does nothing on a terminal."""
 
     def __init__(self, name: str, total: int) -> None:
-        from masforge.search.progress import HEARTBEAT_S
+        from masforge.search.progress import HEARTBEAT_S, Heartbeat
 
         self.name, self.total, self.every = name, total, HEARTBEAT_S
         self.done, self.stats = 0, "no example finished yet"
         self.started = self.last = time.monotonic()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._beat = Heartbeat(self._maybe_print, "masforge-eval-log")
 
     def __enter__(self) -> _LogLines:
         if not console.is_terminal:
-            self._beat = threading.Thread(target=self._run, name="masforge-eval-log", daemon=True)
             self._beat.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(5)
+        self._beat.stop()
 
     def update(self, done: int, stats: str) -> None:
         with self._lock:
             self.done, self.stats = done, stats
         self._maybe_print()
 
-    def _run(self) -> None:
-        while not self._stop.wait(min(self.every, 5.0)):
-            self._maybe_print()
-
     def _maybe_print(self) -> None:
-        if self._beat is None:
+        if not self._beat.running:
             return
         with self._lock:
             now = time.monotonic()
