@@ -315,13 +315,14 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
         notices.append(ev.Notice(text=f"resuming: replaying the {len(run.log)} candidates of the stopped run from "
                                       "the archive and the LM cache (nothing is paid twice)", warning=False))
     seed_ids: set[str] = set()
-    try:
-        stop_reason = _run_strategies(ctx, ui, notices, seeds, seed_ids, pipeline, cfg.budget)
-    finally:
-        events.close()
-    if stop_reason == "interrupted":
-        run.client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
-    return _finish(run, ctx, stop_reason, seed_ids, warnings, plan, ui)
+    with ui:  # one display from the first seed to the last held-out score (the stages below re-enter it)
+        try:
+            stop_reason = _run_strategies(ctx, ui, notices, seeds, seed_ids, pipeline, cfg.budget)
+        finally:
+            events.close()
+        if stop_reason == "interrupted":
+            run.client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
+        return _finish(run, ctx, stop_reason, seed_ids, warnings, plan, ui)
 
 
 def _run_config(cfg: RunConfig | None, resume: str | Path | None) -> tuple[RunConfig, Path | None]:

@@ -124,7 +124,8 @@ class Heartbeat:
 class SearchProgress:
     """Event sink for :class:`SearchContext` that renders a live panel (or plain lines without a TTY, with a
     heartbeat line when nothing else was printed for :data:`HEARTBEAT_S`: a log shows the run is alive and what
-    it is doing long before the first candidate is finished)."""
+    it is doing long before the first candidate is finished). Re-entrant: only the outermost ``with`` opens and
+    closes the display, so the search and its held-out stage share one panel on a terminal."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
         self.console = console or Console()  # the CLI passes its own (markup-safe) console
@@ -136,11 +137,15 @@ class SearchProgress:
         self.working_on = ""
         self._printed = time.monotonic()
         self._beat = Heartbeat(self._heartbeat, "masforge-progress")
+        self._depth = 0
 
     def attach(self, ctx: SearchContext) -> None:
         self.ctx = ctx
 
     def __enter__(self) -> SearchProgress:
+        self._depth += 1
+        if self._depth > 1:
+            return self
         if self.enabled and self.console.is_terminal:
             self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self.live.__enter__()
@@ -149,6 +154,9 @@ class SearchProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
         self._beat.stop()
         if self.live is not None:
             self.live.update(self._render())

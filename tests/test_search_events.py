@@ -127,3 +127,19 @@ def test_events_jsonl_keeps_the_candidate_fields_of_older_runs(tmp_path: Path) -
         assert row["name"] == cand.genome.name and row["strategy"] == cand.strategy and isinstance(row["rng"], str)
         assert {"llm_calls", "dollars", "tokens"} <= set(row["spent"])
     assert [r["id"] for r in _read_log(result.run_dir / "events.jsonl")] == [c.id for c in result.candidates]
+
+
+def test_the_held_out_stage_keeps_the_search_panel() -> None:
+    """The search and its held-out re-scoring each enter the display; on a terminal only the outermost opens and
+    closes the live panel, so the held-out stage does not print a second one under the first."""
+    console = Console(record=True, width=120, force_terminal=True)
+    ui = SearchProgress(console=console, enabled=True)
+    with ui:
+        panel = ui.live
+        assert panel is not None
+        with ui:  # the search's stages
+            pass
+        assert ui.live is panel
+        with ui:  # the held-out stage
+            assert ui.live is panel
+    assert ui.live is None
