@@ -11,20 +11,9 @@ import sys
 from pathlib import Path
 
 from masforge.evaluators.tasks import get_task
+from tests.test_bench_portfolio import _task_file  # arithmetic and colour questions, half each
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _task_file(tmp_path: Path) -> Path:
-    lines = []
-    for i in range(120):
-        if i % 2:
-            lines.append({"question": f"What is {i} + {i * 3}?", "answer": str(4 * i)})
-        else:
-            lines.append({"question": f"Name the colour number {i} of the rainbow.", "answer": "red"})
-    path = tmp_path / "mixed.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    return path
 
 
 def _report(path: Path, scores: dict[str, float]) -> str:
