@@ -126,6 +126,7 @@ def state_of(args: argparse.Namespace, build: PortfolioBuild, task: Any, evaluat
                      "selection_sends": selection_sends[m.name], "test_sends": test_sends.get(i, 0)}
                     for i, m in enumerate(build.members)],
         "selection": {"cv_score": build.cv.score, "cv_calls": build.cv.calls, "cv_accuracy": build.cv.accuracy,
+                      "base_accuracy": build.base_accuracy,
                       "single_best": build.single_best.score, "oracle": build.oracle_score,
                       "pool_oracle": build.pool_oracle_score},
         "test": {"n": c.n, "routed": c.mean(c.b), "single_best": c.mean(c.a), "diff": c.diff, "ci_low": c.ci_low,
@@ -188,7 +189,9 @@ def markdown(states: list[dict[str, Any]]) -> str:
             if t.get("router_hits") is not None else ""
         lines += ["", f"Selection ({s['selection_n']} questions): cross-validated routed score {sel['cv_score']:.3f} "
                   f"({sel['cv_calls']:.1f} LM calls/q), single best {sel['single_best']:.3f}, oracle "
-                  f"{sel['oracle']:.3f}, routing accuracy against the oracle {sel['cv_accuracy']:.0%}; "
+                  f"{sel['oracle']:.3f}, routing accuracy against the oracle {sel['cv_accuracy']:.0%}"
+                  + (f" (always the single best: {sel['base_accuracy']:.0%})"
+                     if sel.get("base_accuracy") is not None else "") + "; "
                   f"best candidate per question over all {s['candidates']}: "
                   + (f"{sel['pool_oracle']:.3f}." if sel.get("pool_oracle") is not None else "not measured."), "",
                   f"Test ({t['n']} paired examples): routed **{t['routed']:.3f}** ({t['routed_calls']:.1f} LM calls/q) "

@@ -99,6 +99,9 @@ class PortfolioBuild:
     folds: int = 5
     steps: list[str] = field(default_factory=list)
     """One line per greedy step: what joined and what the CV routed fitness became."""
+    base_accuracy: float | None = None
+    """Share of selection questions where the single best is already the oracle's pick: the routing accuracy of
+    always answering with it, the mark a router's accuracy has to pass to have learned anything."""
     pool_oracle_score: float | None = None
     """Mean score of the best candidate per question over every candidate scored on all selection questions (the
     score, not the fitness): what the archive holds for a router that knew each answer in advance."""
@@ -120,7 +123,8 @@ class PortfolioBuild:
             f"  single best: {self.single_best.name} {self.single_best.score:.3f} "
             f"({self.single_best.calls:.1f} LM calls/question)",
             f"  routed ({self.folds}-fold CV): {self.cv.score:.3f} ({self.cv.calls:.1f} LM calls/question), "
-            f"routing accuracy against the oracle {self.cv.accuracy:.0%}",
+            f"routing accuracy against the oracle {self.cv.accuracy:.0%}"
+            + (f" (always the single best: {self.base_accuracy:.0%})" if self.base_accuracy is not None else ""),
             f"  oracle (best member per question): {self.oracle_score:.3f}",
         ]
         if self.pool_oracle_score is not None:
@@ -297,7 +301,8 @@ def build_portfolio(archive: ResumableArchive, task: Task | str, split: str = SE
                   "routing_accuracy": round(current.accuracy, 4)})
     validate(genome)
     return PortfolioBuild(genome, chosen, chosen[0], current, fitted, oracle, the_task.name, split, lm_key,
-                          cost_weight, len(labels), len(candidates), folds, steps, pool_oracle)
+                          cost_weight, len(labels), len(candidates), folds, steps, float(np.mean(labels == 0)),
+                          pool_oracle)
 
 
 def add_portfolio(archive: ResumableArchive, build: PortfolioBuild, run: str = "") -> Any:

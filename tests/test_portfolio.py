@@ -308,6 +308,7 @@ def test_a_portfolio_of_complementary_systems_routes_each_question_to_the_one_th
         assert names[0] == "allround" and build.single_best.name == "allround"  # the best single system starts it
         assert {"coder", "talker"} <= set(names) and "nothing" not in names
         assert build.oracle_score == 1.0 and build.cv.score > 0.95 and build.cv.accuracy > 0.95
+        assert build.base_accuracy is not None and build.base_accuracy < 0.5  # the one-call solvers are the picks
         assert build.cv.calls < 1.5  # the router sends (almost) nothing to the five-call system
         sends = build.sends()
         assert sends["coder"] == sends["talker"] == 40 and sum(sends.values()) == 80
@@ -394,6 +395,7 @@ def test_cli_builds_stores_lists_and_shows_a_portfolio(tmp_path: Any, monkeypatc
     assert "from 4 candidates scored on all 80 validation+train questions" in text
     assert "talker" in text and "router sends 40 of 80" in text and "single best: allround 0.800" in text
     assert "oracle (best member per question): 1.000" in text and "routing accuracy against the oracle" in text
+    assert "(always the single best: " in text
     genome = parse_genome_text(out.read_text(), str(out))
     assert genome.kind == "portfolio"
     listed = runner.invoke(app, ["archive", "list", "--archive", where, "--kind", "portfolio"],
