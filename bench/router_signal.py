@@ -40,6 +40,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from common import RESULTS  # noqa: E402  (bench/ is the script's folder)
 
+from masforge.errors import MasforgeError  # noqa: E402
 from masforge.evaluators.runner import input_mapping  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.execution.standalone.router import question_features  # noqa: E402
@@ -138,8 +139,9 @@ def lines(r: dict[str, Any]) -> list[str]:
                + f" (base rate {r['base_rate']:.2f})")
     for row in r["routers"]:
         need = row["test_n_needed"]
+        gain = row["diff"] if abs(row["diff"]) >= 5e-4 else 0.0  # not -0.000
         out.append(f"  router C={row['C']:g}: CV accuracy there {row['accuracy']:.2f} (base {r['base_rate']:.2f}), "
-                   f"routed {row['routed']:.3f} ({row['diff']:+.3f} vs single best); paired test questions to tell "
+                   f"routed {row['routed']:.3f} ({gain:+.3f} vs single best); paired test questions to tell "
                    f"it from 0: {need if need is not None else 'no gain to tell'}")
     out.append(f"  perfect router (oracle) {r['oracle']:.3f}: paired test questions to tell it from 0: "
                f"{r['oracle_test_n_needed']}")
@@ -161,7 +163,10 @@ def main(argv: list[str] | None = None) -> None:
         args.split = kept["split"]
     else:
         scores = scores_from_reports(args.report)
-    result = analyse(args.task, args.split, scores)
+    try:
+        result = analyse(args.task, args.split, scores)
+    except MasforgeError as exc:  # an unknown task, data that cannot be found: one line, not a traceback
+        sys.exit(f"router_signal: {exc}")
     for line in lines(result):
         print(line, flush=True)
     out = Path(args.out) if args.out else RESULTS / "router_signal" / f"{args.task}.json"
