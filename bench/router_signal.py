@@ -44,6 +44,8 @@ from masforge.errors import MasforgeError  # noqa: E402
 from masforge.evaluators.runner import input_mapping  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.execution.standalone.router import question_features  # noqa: E402
+from masforge.search.fitness import Fitness  # noqa: E402
+from masforge.search.portfolio import _Router  # noqa: E402  (the portfolio's own router fitting)
 from masforge.seeds import load_seed  # noqa: E402
 
 SHUFFLES = 10
@@ -73,8 +75,7 @@ def n_for_ci(mean: float, diff: np.ndarray) -> int | None:
 
 
 def analyse(task_name: str, split: str, scores: dict[str, dict[str, float]]) -> dict[str, Any]:
-    from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn takes a second to import
-    from sklearn.model_selection import KFold
+    from sklearn.model_selection import KFold  # lazy: scikit-learn takes a second to import
 
     names = list(scores)
     if len(names) < 2:
@@ -93,7 +94,8 @@ def analyse(task_name: str, split: str, scores: dict[str, dict[str, float]]) -> 
     room = np.flatnonzero(s.max(axis=0) > s.min(axis=0))
     labels = np.argmax(s[:, room], axis=0)  # the first system at the best score there
     x = np.array([question_features({"question": str(examples[ids[q]].inputs[field])}) for q in room])
-    wins_at = [int(np.sum(s[i, room] == s[:, room].max(axis=0))) for i in range(len(names))]
+    top = s[:, room].max(axis=0)  # the best score on each question of the room
+    wins_at = [int(np.sum(s[i, room] == top)) for i in range(len(names))]
     base = max(wins_at) / len(room) if len(room) else 1.0
     routers = []
     for c in REGULARISATIONS:
@@ -101,14 +103,11 @@ def analyse(task_name: str, split: str, scores: dict[str, dict[str, float]]) -> 
         for seed in range(SHUFFLES):
             picks = np.full(len(room), best_single)
             if len(set(labels.tolist())) > 1 and len(room) >= FOLDS:
+                router = _Router(x, Fitness(0.0), FOLDS, seed, c)  # fitted as a portfolio's router is
                 for train, held in KFold(FOLDS, shuffle=True, random_state=seed).split(x):
-                    if len(set(labels[train].tolist())) == 1:
-                        picks[held] = labels[train][0]
-                        continue
-                    model = LogisticRegression(C=c, max_iter=3000).fit(x[train], labels[train])
-                    picks[held] = model.predict(x[held])
+                    picks[held] = router.picks(router.fit(train, labels), held)
             chosen = s[picks, room]
-            accuracy.append(float(np.mean(chosen == s[:, room].max(axis=0))) if len(room) else 1.0)
+            accuracy.append(float(np.mean(chosen == top)) if len(room) else 1.0)
             full = s[best_single].copy()
             full[room] = chosen
             routed.append(full)
