@@ -17,6 +17,7 @@ Two duties of the context keep a search honest and resumable:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import time
@@ -111,6 +112,8 @@ class SearchContext:
         self.strategy = strategy
         self.population: list[Candidate] = []
         self.by_id: dict[str, Candidate] = {}
+        self.by_structure: dict[str, Candidate] = {}
+        """Candidates by structure id (the genome up to its agents' names): a renamed twin is a duplicate."""
         self.evaluated = 0
         """Candidates evaluated or restored in this run (what ``max_candidates`` counts)."""
         self.rejected = 0
@@ -242,11 +245,18 @@ class SearchContext:
             self.rejected += 1
             self.emit(ev.Rejected(name=p.genome.name, reason=found[0], operator=p.operator))
             return None
-        existing = self.by_id.get(p.genome.id)
-        if existing is not None:
+        existing = self.by_id.get(p.genome.id) or self.by_structure.get(p.genome.structure_id)
+        if existing is not None:  # the same design, maybe under other agent names: nothing to pay for
             self.duplicates += 1
             self.emit(ev.Duplicate(candidate=existing, operator=p.operator))
             return existing
+        if p.operator != "seed":
+            p = self._as_library_seed(p)
+            existing = self.by_id.get(p.genome.id)
+            if existing is not None:
+                self.duplicates += 1
+                self.emit(ev.Duplicate(candidate=existing, operator=p.operator))
+                return existing
         restored = self._restore(p, strategy)
         if restored is not None:
             return restored
@@ -261,6 +271,18 @@ class SearchContext:
             claim.release()
         self.retry_incomplete()  # a complete evaluation: the provider works, the candidates it failed may go again
         return cand
+
+    def _as_library_seed(self, p: Proposal) -> Proposal:
+        """A proposal that rebuilds a shipped seed under other agent names becomes that seed, marked as
+        rediscovered: its answers are usually in the answer cache already, it can be a parent, and no report calls
+        it new."""
+        seed = library_twin(p.genome)
+        if seed is None:
+            return p
+        genome = seed.model_copy(deep=True)
+        genome.metadata = {**genome.metadata, "rediscovers": seed.name}
+        return Proposal(genome, list(p.parents), p.operator, f"rediscovered {seed.name}: {p.rationale}".strip(),
+                        info={**p.info, "rediscovers": seed.name})
 
     def _check_stop(self) -> None:
         """Raise :class:`BudgetExceeded` if the search (or the current strategy's share) must stop: it unwinds
@@ -448,7 +470,7 @@ class SearchContext:
         return Candidate(genome=p.genome, score=score, fitness=fitness, dollars=dollars, tokens=tokens,
                          latency_s=latency, ci=ci, failures=failures, parents=list(p.parents), operator=p.operator,
                          strategy=strategy, rationale=p.rationale, generation=self.generation, pruned=pruned,
-                         failure_notes=notes)
+                         failure_notes=notes, rediscovers=str(p.info.get("rediscovers") or ""))
 
     def _admit(self, cand: Candidate, *, reused: bool) -> None:
         seq = len(self.population)
@@ -463,6 +485,7 @@ class SearchContext:
         prev = self.best(1)
         self.population.append(cand)
         self.by_id[cand.id] = cand
+        self.by_structure.setdefault(cand.genome.structure_id, cand)
         self.evaluated += 1
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
@@ -525,6 +548,19 @@ class SearchContext:
                 out.append(Proposal(child, [inc.id], "ablate", f"{inc.genome.name} without {agent.id}",
                                     info={"arm": "ablate", "ablated": agent.id}))
         return out
+
+
+@functools.cache
+def _library() -> dict[str, Genome]:
+    """The shipped seeds by structure id."""
+    from masforge.seeds import load_seeds
+
+    return {g.structure_id: g for g in load_seeds()}
+
+
+def library_twin(genome: Genome) -> Genome | None:
+    """The shipped seed ``genome`` is, up to the names of its agents (None: no seed has its design)."""
+    return _library().get(genome.structure_id)
 
 
 class _Rejected(MasforgeError):

@@ -517,8 +517,9 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     client.ledger.budget = cfg.budget
     finalists = ctx.best(cfg.test_top_k)
     ranked = ctx.best(len(ctx.population))
-    seeds = [c for c in ranked if c.id in seed_ids]
-    found = [c for c in ranked if c.id not in seed_ids and not c.pruned]
+    # A shipped seed the search rebuilt (under other agent names) counts as a seed: it is not a new system.
+    seeds = [c for c in ranked if c.id in seed_ids or c.rediscovers]
+    found = [c for c in ranked if c.id not in seed_ids and not c.rediscovers and not c.pruned]
     # The best seed and the best new system always: the comparison the search is for.
     for extra in (seeds[:1] + found[:1]):
         if extra not in finalists:
@@ -545,7 +546,8 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
                         archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids, prev.n, unscored, stopped, dict(prev.example_scores)))
+                             cand.id in seed_ids or bool(cand.rediscovers), prev.n, unscored, stopped,
+                             dict(prev.example_scores)))
         if stopped:
             break  # the budget is spent: the remaining finalists get no held-out score
     return out
@@ -575,7 +577,8 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
                         "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci), "n": c.n,
-                        "llm_calls": c.llm_calls, "cache_hits": c.cache_hits, "reused": c.reused}
+                        "llm_calls": c.llm_calls, "cache_hits": c.cache_hits, "reused": c.reused,
+                        "rediscovers": c.rediscovers}
                        for c in result.candidates],
         "incumbent": result.stats.get("incumbent"),
     }
