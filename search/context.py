@@ -40,6 +40,7 @@ from masforge.genome.validate import problems
 from masforge.lm.budget import Budget, Stop, Usage
 from masforge.lm.client import LMClient
 from masforge.search import events as ev
+from masforge.search.costing import CostProbe, cheapest_first
 from masforge.search.credit import Credit
 from masforge.search.events import Event, make_event
 from masforge.search.fitness import Fitness
@@ -153,6 +154,8 @@ class SearchContext:
         candidate scored on the whole set beats it there (see :meth:`_consider`)."""
         self.race_drops = 0
         """Candidates a race stopped early because they were already worse than the incumbent."""
+        self.costs = CostProbe(evaluator)
+        """What proposals will cost before they run (dry runs on the answer cache)."""
         self.credit = Credit()
         """Which operators and agents made systems better (see :mod:`masforge.search.credit`)."""
 
@@ -490,6 +493,20 @@ class SearchContext:
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
         self.emit(ev.Admitted(candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng, replayed=replayed))
+
+    def cheapest_first(self, proposals: list[Proposal]) -> list[Proposal]:
+        """``proposals`` in the order to try them: free ones (every answer already in the answer cache) first,
+        then by the answers they still need (see :mod:`masforge.search.costing`). Proposals this run already
+        holds, and any when the run keeps no cache, keep their order."""
+        if len(proposals) < 2 or not self.costs.usable():
+            return proposals
+        fresh = [p for p in proposals if p.genome.id not in self.by_id]
+        if len(fresh) < 2:
+            return proposals
+        replayed = {str(row.get("id")): i for i, row in enumerate(self.expected)} if self.replaying else {}
+        order = cheapest_first([p.genome for p in fresh], self.costs, replayed)
+        known = [p for p in proposals if p.genome.id in self.by_id]
+        return known + [fresh[i] for i in order]
 
     def is_near_duplicate(self, genome: Genome) -> bool:
         """Already tried in substance (same structure and wording), so not worth paying for."""

@@ -497,6 +497,9 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(run.log), len(ctx.population)),
              "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
              "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
+             # new systems scored with no new LM call (every answer they needed was in the answer cache)
+             "free": sum(1 for c in ctx.population if c.id not in seed_ids and not c.reused and not c.llm_calls),
+             "probed": len(ctx.costs.known),
              "selection_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
