@@ -176,6 +176,18 @@ def test_a_server_whose_users_were_killed_stops(machine: Path) -> None:
     assert _processes_mentioning(str(machine)) == []
 
 
+def test_a_process_killed_while_its_server_starts_leaves_nothing_running(machine: Path, monkeypatch) -> None:
+    slow = machine / "slow-server"  # loads for 2 s, as a real model does
+    slow.write_text(f"#!/bin/sh\nsleep 2\nexec {machine / 'fake-llama-server'} \"$@\"\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("MASFORGE_LLAMA_SERVER", str(slow))
+    starter = User()
+    assert _eventually(lambda: len(_processes_mentioning(f"{machine}/cache")) >= 2, timeout=10)  # its supervisor too
+    starter.kill()  # before the server is up: nobody will ever use it
+    assert _eventually(lambda: _processes_mentioning(str(machine)) == [], timeout=20)
+    assert Registry("qwen").read() is None
+
+
 def test_this_process_and_a_later_one_share_and_the_last_to_leave_stops_it(machine: Path) -> None:
     ep = ensure_local_server("qwen")
     (mine,) = running_servers()

@@ -51,6 +51,9 @@ DEFAULT_IDLE_S = 10.0
 LOCK_WAIT_S = 300.0
 """Longest wait for the registry lock: a process starting the server holds it until the server answers."""
 LEAVE_LOCK_WAIT_S = 10.0
+ANSWER_WAITS_S = (5.0, 15.0)
+"""A live server that does not answer in these times (one try each) is taken for hung and replaced: patient, since
+its users would lose it, on a machine whose cores it may be keeping busy."""
 START_WAIT_S = 180.0
 """Longest wait for the supervisor's word (the server's own startup timeout is 120 s)."""
 
@@ -161,7 +164,7 @@ def _unusable(record: ServerRecord, spec: LocalModelSpec) -> str | None:
     port = urllib.parse.urlsplit(record.api_base).port or 0
     if _owns_listener(record.server_pid, port) is False:
         return f"its server (pid {record.server_pid}) no longer listens on port {port}"
-    if not answers(record.api_base):
+    if not any(answers(record.api_base, timeout) for timeout in ANSWER_WAITS_S):
         return f"it does not answer at {record.api_base}"
     return None
 
