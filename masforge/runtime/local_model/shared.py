@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass
+from typing import Any
 
 from masforge.errors import LocalModelError
 from masforge.processes import process_start_time
@@ -144,7 +145,7 @@ def _join_or_start(spec: LocalModelSpec) -> _Use:
             if problem is None:
                 return _Use(record, registry, registry.lease(record.id))
             log.info("not using the %s server at %s: %s; starting another", spec.name, record.api_base, problem)
-            if _retire(registry, record, other_weights=problem.startswith("it serves other weights")):
+            if _retire(registry, record, other_weights=_other_weights(record, spec)):
                 retired.append(record)
         use = _start(spec, registry)
     for old in retired:  # outside the lock: a hung owner must not hold up everyone
@@ -152,9 +153,13 @@ def _join_or_start(spec: LocalModelSpec) -> _Use:
     return use
 
 
+def _other_weights(record: ServerRecord, spec: LocalModelSpec) -> bool:
+    return record.sha256 != spec.sha256 or record.alias != spec.alias
+
+
 def _unusable(record: ServerRecord, spec: LocalModelSpec) -> str | None:
     """Why the recorded server cannot serve ``spec`` (None: it can)."""
-    if record.sha256 != spec.sha256 or record.alias != spec.alias:
+    if _other_weights(record, spec):
         return (f"it serves other weights (sha256 {record.sha256[:12]}... as {record.alias}; this masforge's "
                 f"{spec.name} is {spec.sha256[:12]}... as {spec.alias})")
     if not record.owner_alive:
@@ -196,8 +201,12 @@ def _start(spec: LocalModelSpec, registry: Registry) -> _Use:
     try:
         message = _first_line(proc, START_WAIT_S)
         if "ready" not in message:
-            raise LocalModelError(str(message.get("error") or "the local model's supervisor ended without starting "
-                                      f"the server (log: {logs / f'supervisor-{spec.name}.log'})"))
+            try:
+                state = f"ended with code {proc.wait(5)} before its server was up"
+            except subprocess.TimeoutExpired:
+                state = f"did not report a server within {START_WAIT_S:.0f} s"
+            raise LocalModelError(str(message.get("error") or f"the local model's supervisor {state} "
+                                      f"(log: {logs / f'supervisor-{spec.name}.log'})"))
         ready = message["ready"]
         record = ServerRecord(
             id=server_id, model=spec.name, alias=spec.alias, api_base=str(ready["api_base"]), sha256=spec.sha256,
@@ -212,7 +221,7 @@ def _start(spec: LocalModelSpec, registry: Registry) -> _Use:
         raise
 
 
-def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, object]:
+def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
     """The supervisor's JSON line ({} if it ended or said nothing readable within ``timeout`` s)."""
     assert proc.stdout is not None
     data = b""
