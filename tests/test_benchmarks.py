@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import sys
 
 import pytest
 
+from masforge.errors import DataError, TaskError
 from masforge.evaluators.splits import SPLITS
 from masforge.evaluators.tasks import describe_tasks, get_task
 
@@ -159,3 +161,86 @@ def test_stated_sizes_are_the_published_sets(full_data_dir) -> None:
     assert stated["mgsm:<lang>"] == "50 / 50 / 150"
     sizes = get_task("mgsm:de", data_dir=full_data_dir).sizes()
     assert (sizes["train"], sizes["validation"], sizes["test"]) == (50, 50, 150)
+
+
+# ------------------------------------------------------------------------------------------- a new benchmark
+
+NEW_BENCHMARK = '''
+from masforge.evaluators.benchmark import Benchmark, Cut, Record, benchmark
+from masforge.evaluators.data_files import iter_jsonl, require
+from masforge.evaluators.datasets import parse_once
+
+
+@benchmark
+class Capitals(Benchmark):
+    name = "capitals"
+    description = "capital cities; exact match"
+    sizes = "6 / 2 / 2"
+    metric = "exact_match"
+    template = "What is the capital of {country}? Answer with the city only."
+    plan = (Cut("validation", "all", 2), Cut("test", "all", 2), Cut("train", "all", None))
+
+    def load(self, files):
+        path = files("capitals/capitals.jsonl")
+        return {"all": parse_once("capitals", path, lambda: [
+            Record(f"capitals/{i}", {"country": require(obj, "country", f"{path}:{n}")},
+                   require(obj, "capital", f"{path}:{n}")) for i, (n, obj) in enumerate(iter_jsonl(path))])}
+'''
+CAPITALS = [("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Chile", "Santiago"),
+            ("Egypt", "Cairo"), ("Spain", "Madrid"), ("Nepal", "Kathmandu"), ("Ghana", "Accra"), ("Cuba", "Havana")]
+
+
+@pytest.fixture
+def new_benchmark_package(tmp_path, monkeypatch):
+    """A package holding one file, ``capitals.py`` (a benchmark), and that benchmark's data folder; the
+    registry is restored after the test."""
+    from masforge.evaluators import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    package = tmp_path / "more_benchmarks"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "capitals.py").write_text(NEW_BENCHMARK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "data" / "capitals" / "capitals.jsonl"
+    data.parent.mkdir(parents=True)
+    data.write_text("".join(json.dumps({"country": c, "capital": city}) + "\n" for c, city in CAPITALS))
+    yield package, data.parent.parent
+    for name in ("more_benchmarks.capitals", "more_benchmarks"):
+        sys.modules.pop(name, None)
+
+
+def test_a_new_benchmark_is_one_file(new_benchmark_package) -> None:
+    from masforge.evaluators.benchmark import import_all
+
+    package, data_dir = new_benchmark_package
+    assert import_all(package.name, [str(package)]) == ["capitals"]
+    assert ("capitals", "capital cities; exact match", "6 / 2 / 2") in describe_tasks()
+    task = get_task("capitals", data_dir=data_dir)
+    assert (task.name, task.metric_name, task.sizes()) == ("capitals", "exact_match",
+                                                           {"train": 6, "validation": 2, "test": 2})
+    ids = [ex.id for split in SPLITS for ex in task.split(split)]
+    assert sorted(ids) == sorted(f"capitals/{i}" for i in range(10))
+    first = task.split("test", limit=1)[0]
+    country, capital = CAPITALS[int(first.id.split("/")[1])]
+    assert first.inputs["question"] == f"What is the capital of {country}? Answer with the city only."
+    assert task.score(first, {"answer": capital}).value == 1.0
+    assert task.score(first, {"answer": "Atlantis"}).value == 0.0
+    with pytest.raises(TaskError, match="task capitals takes no option 'size'; options: none"):
+        get_task("capitals", data_dir=data_dir, size=3)
+    with pytest.raises(DataError, match="capitals.jsonl"):
+        get_task("capitals", data_dir=data_dir / "elsewhere").sizes()
+
+    from typer.testing import CliRunner
+
+    from masforge.cli import app
+
+    shown = CliRunner().invoke(app, ["tasks"], env={"COLUMNS": "200"}).output
+    assert "capitals" in shown and "6 / 2 / 2" in shown
+
+
+def test_the_builtin_benchmarks_are_the_modules_of_their_package() -> None:
+    from masforge.evaluators import benchmarks
+
+    assert benchmarks.MODULES == ["gsm8k", "math500", "drop", "hotpotqa", "mgsm", "mmlu", "mbpp", "humaneval", "arc",
+                                  "reasoning_gym"]
