@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from masforge.cache_root import cache_root
 from masforge.errors import DataError
@@ -34,6 +34,7 @@ ENV_DATA_DIR = "MASFORGE_DATA_DIR"
 ENV_OFFLINE = "MASFORGE_OFFLINE"
 
 DataDir = str | Path | None
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,11 @@ class Files:
     def given(self) -> Path | None:
         """The folder the user pointed masforge at, or None (the cache)."""
         return given_folder(self.data_dir)
+
+    def parsed(self, read: Callable[[Path], T], *rels: str) -> T:
+        """``read(path)`` of the file ``self(*rels)``, parsed once per process (see :func:`parse_once`)."""
+        path = self(*rels)
+        return parse_once(self.dataset, path, lambda: read(path))
 
 
 # --------------------------------------------------------------------------------------------

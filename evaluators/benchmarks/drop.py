@@ -10,7 +10,7 @@ from typing import Any
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Record, Records, benchmark
 from masforge.evaluators.data_files import iter_jsonl, require
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 
 @benchmark
@@ -28,8 +28,7 @@ class Drop(Benchmark):
 
     def load(self, files: Files) -> Records:
         """{"dev": 9536} records in the published set; target = the list of gold answers."""
-        path = files("drop/drop_v0_dev.jsonl.gz")
-        return {"dev": parse_once("drop", path, lambda: _read(path))}
+        return {"dev": files.parsed(_read, "drop/drop_v0_dev.jsonl.gz")}
 
     def prompt_fields(self, fields: Mapping[str, Any]) -> Mapping[str, Any]:
         # simple-evals' context is "Passage: ...\nQuestion: ...\nAnswer:"; the template asks for the answer itself.

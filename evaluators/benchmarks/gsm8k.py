@@ -4,12 +4,13 @@ in the worked solution. Train and validation come from the official train set; t
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Record, Records, benchmark
 from masforge.evaluators.data_files import iter_jsonl, require
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 _COMMIT = ("https://raw.githubusercontent.com/openai/grade-school-math/3101c7d5072418e28b9008a6636bde82a006892c/"
            "grade_school_math/data/")
@@ -35,11 +36,7 @@ class GSM8K(Benchmark):
 
     def load(self, files: Files) -> Records:
         """{"train": 7473, "test": 1319} records in the published set; target = the number after `####`."""
-        out = {}
-        for split in ("train", "test"):
-            path = files(f"gsm8k/{split}.jsonl")
-            out[split] = parse_once("gsm8k", path, lambda p=path, s=split: _read(p, s))
-        return out
+        return {split: files.parsed(partial(_read, split=split), f"gsm8k/{split}.jsonl") for split in ("train", "test")}
 
 
 def _read(path: Path, split: str) -> list[Record]:

@@ -11,7 +11,7 @@ from typing import Any
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Record, Records, benchmark
 from masforge.evaluators.data_files import iter_jsonl, require
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 
 @benchmark
@@ -33,8 +33,7 @@ class HotpotQA(Benchmark):
     def load(self, files: Files) -> Records:
         """{"validate": 200} records in the published set; fields question and its 10 (title, text) paragraphs;
         target = the answer string."""
-        path = files("hotpotqa/hotpotqa_validate.jsonl")
-        return {"validate": parse_once("hotpotqa", path, lambda: _read(path))}
+        return {"validate": files.parsed(_read, "hotpotqa/hotpotqa_validate.jsonl")}
 
     def prompt_fields(self, fields: Mapping[str, Any]) -> Mapping[str, Any]:
         paragraphs = "\n\n".join(f"[{i}] {title}\n{text}" for i, (title, text) in enumerate(fields["paragraphs"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from masforge.evaluators.benchmark import Benchmark, Cut, Record, Records, benchmark
 from masforge.evaluators.data_files import iter_jsonl, require
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 
 @benchmark
@@ -28,8 +28,7 @@ class Math500(Benchmark):
 
     def load(self, files: Files) -> Records:
         """{"test": 500} records in the published set."""
-        path = files("math500/test.jsonl")
-        return {"test": parse_once("math500", path, lambda: _read(path))}
+        return {"test": files.parsed(_read, "math500/test.jsonl")}
 
 
 def _read(path: Path) -> list[Record]:

@@ -11,7 +11,7 @@ from typing import Any
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Record, Records, benchmark
 from masforge.evaluators.data_files import iter_jsonl, require
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 _REPO = "https://raw.githubusercontent.com/google-research/google-research/master/mbpp/"
 
@@ -33,8 +33,7 @@ class MBPP(Benchmark):
     def load(self, files: Files) -> Records:
         """{"train": ids 1-10 and 601+, "validation": 511-600, "test": 11-510}; meta["test"] = test imports +
         setup + asserts."""
-        path = files("mbpp/sanitized-mbpp.json", "mbpp/mbpp.jsonl")
-        return parse_once("mbpp", path, lambda: _read(path))
+        return files.parsed(_read, "mbpp/sanitized-mbpp.json", "mbpp/mbpp.jsonl")
 
 
 def _split(task_id: int) -> str:

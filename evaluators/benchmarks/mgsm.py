@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Family, Record, Records, benchmark
 from masforge.evaluators.benchmarks.gsm8k import TEMPLATE
-from masforge.evaluators.datasets import Download, Files, Source, parse_once
+from masforge.evaluators.datasets import Download, Files, Source
 
 LANGUAGES = ("bn", "de", "en", "es", "fr", "ja", "ru", "sw", "te", "th", "zh")
 
@@ -38,11 +39,9 @@ class MGSM(Benchmark):
 
     def load(self, files: Files, lang: str | None) -> Records:
         """{"test": 250} records of one language, or of every language in turn; target = the numeric answer."""
-        records: list[Record] = []
-        for one in LANGUAGES if lang is None else (lang,):
-            path = files(f"mgsm/mgsm_{one}.tsv")
-            records.extend(parse_once("mgsm", path, lambda p=path, lg=one: _read(p, lg)))
-        return {"test": records}
+        languages = LANGUAGES if lang is None else (lang,)
+        return {"test": [record for one in languages
+                         for record in files.parsed(partial(_read, lang=one), f"mgsm/mgsm_{one}.tsv")]}
 
 
 def _read(path: Path, lang: str) -> list[Record]:

@@ -9,12 +9,13 @@ import io
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from masforge.errors import DataError
 from masforge.evaluators.benchmark import Benchmark, Cut, Family, Record, Records, benchmark
-from masforge.evaluators.datasets import Download, Files, Source, download_file, hint, parse_once
+from masforge.evaluators.datasets import Download, Files, Source, download_file, hint
 
 COLUMNS = ("question", "choice0", "choice1", "choice2", "choice3", "answer")
 
@@ -70,11 +71,9 @@ class MMLU(Benchmark):
     def load(self, files: Files, subject: str | None) -> Records:
         """{"test": 14042} records for all subjects in the published set, or one subject's; target = the gold
         letter A-D."""
-        records: list[Record] = []
-        for name in [subject] if subject else self.parts(files):
-            path = files(f"mmlu/test/{name}_test.csv")
-            records.extend(parse_once("mmlu", path, lambda p=path, s=name: _read(p, s)))
-        return {"test": records}
+        subjects = [subject] if subject else self.parts(files)
+        return {"test": [record for name in subjects
+                         for record in files.parsed(partial(_read, subject=name), f"mmlu/test/{name}_test.csv")]}
 
     def prompt_fields(self, fields: Mapping[str, Any]) -> Mapping[str, Any]:
         choices = "\n".join(f"{'ABCD'[i]}. {c}" for i, c in enumerate(fields["choices"]))
