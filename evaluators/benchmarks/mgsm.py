@@ -25,9 +25,10 @@ class MGSM(Benchmark):
     metric = "numeric"
     template = TEMPLATE
     plan = (Cut("validation", "test", 250), Cut("train", "test", 500), Cut("test", "test", None))
-    family = Family("lang", "MGSM languages", f"MGSM in one language: {', '.join(LANGUAGES)}",
-                    "MGSM grade-school math in language {part!r} (250 items)", "50 / 50 / 150",
-                    (Cut("validation", "test", 50), Cut("train", "test", 50), Cut("test", "test", None)))
+    family = Family(placeholder="lang", kind="MGSM languages",
+                    description=f"MGSM in one language: {', '.join(LANGUAGES)}",
+                    describe="MGSM grade-school math in language {part!r} (250 items)", sizes="50 / 50 / 150",
+                    plan=(Cut("validation", "test", 50), Cut("train", "test", 50), Cut("test", "test", None)))
     download = Download(tuple(
         Source(f"mgsm/mgsm_{lang}.tsv", f"https://raw.githubusercontent.com/google-research/url-nlp/main/mgsm/"
                                         f"mgsm_{lang}.tsv")

@@ -54,9 +54,9 @@ class MMLU(Benchmark):
     template = ("The following is a multiple choice question about {subject}.\n\n{question}\n\n{choices}\n\n"
                 "Answer with the letter of the correct option (A, B, C or D).")
     plan = (Cut("validation", "test", 200), Cut("train", "test", 1000), Cut("test", "test", None))
-    family = Family("subject", "MMLU subjects", "MMLU, one subject (e.g. mmlu:anatomy)",
-                    "MMLU multiple choice, subject {part}", "20% / 20% / the rest",
-                    (Cut("validation", "test", 0.2), Cut("train", "test", 0.2), Cut("test", "test", None)))
+    family = Family(placeholder="subject", kind="MMLU subjects", description="MMLU, one subject (e.g. mmlu:anatomy)",
+                    describe="MMLU multiple choice, subject {part}", sizes="20% / 20% / the rest",
+                    plan=(Cut("validation", "test", 0.2), Cut("train", "test", 0.2), Cut("test", "test", None)))
     # The original release; `_unpack` converts its headerless CSVs.
     download = Download((Source("mmlu/test", "https://people.eecs.berkeley.edu/~hendrycks/data.tar"),), _unpack)
 
