@@ -4,13 +4,11 @@ answers from the answer cache without sending anything."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,21 +23,11 @@ from masforge.seeds import load_seed
 from masforge.testing import chat_reply
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_headroom", BENCH / "headroom.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-headroom = _load()
+sys.path.insert(0, str(BENCH))
+try:
+    import headroom  # type: ignore[import-not-found]
+finally:
+    sys.path.remove(str(BENCH))
 
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"  # right on add(0, 0) only
