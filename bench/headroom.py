@@ -195,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print("\n".join(headroom_lines(result)), flush=True)
     sent = client.ledger.snapshot().get("llm_calls", 0)
-    print(f"\nLM calls sent: {sent}", file=sys.stderr)
+    missing = f"; answers not in the cache: {client.misses}" if args.cache_only else ""
+    print(f"\nLM calls sent: {sent}{missing}", file=sys.stderr)
 
 
 if __name__ == "__main__":
