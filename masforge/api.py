@@ -17,6 +17,7 @@ def optimize(
     lm: str | dict[str, Any] | None = None,
     meta_lm: str | dict[str, Any] | None = None,
     seeds: list[str] | None = None,
+    references: list[str] | None = None,
     limit: int | None = DEFAULT_LIMIT,
     test_limit: int | str | None = "auto",
     concurrency: int = 4,
@@ -33,6 +34,9 @@ def optimize(
     ``max_dollars``, ``max_calls``, ``max_tokens``, ``max_candidates``, ``max_seconds``, ``patience`` — or an
     int meaning ``max_candidates``. ``lm`` is a litellm model string, ``"local"`` (default) or ``"fake"``.
     ``test_limit`` is the held-out examples per finalist (``"auto"``: three times ``limit``, at most 50).
+    ``references`` names systems the best new system is compared with on the held-out split at the end (seed names,
+    genome files, or ``"library"``: every shipped seed that runs on the task, raced on the selection set first);
+    the result's ``.references`` holds each paired difference with its 95% CI.
     Further keyword ``options`` are :class:`masforge.search.config.RunConfig` fields (``cost_weight``,
     ``test_top_k``, ...).
 
@@ -48,7 +52,8 @@ def optimize(
     task_obj = task if isinstance(task, Task) else None
     data = {
         "task": task_obj.name if task_obj else str(task), "strategy": strategy, "lm": lm, "meta_lm": meta_lm,
-        "seeds": seeds if seeds is not None else list(DEFAULT_SEEDS), "limit": limit, "test_limit": test_limit,
+        "seeds": seeds if seeds is not None else list(DEFAULT_SEEDS), "references": references or [],
+        "limit": limit, "test_limit": test_limit,
         "concurrency": concurrency, "output": str(output), "seed": seed,
         "strategy_options": strategy_options or {}, **options,
     }

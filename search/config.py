@@ -61,6 +61,10 @@ class RunConfig(BaseModel):
     strategy_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     seeds: list[str] = Field(default_factory=lambda: list(DEFAULT_SEEDS))
     """Seed names or genome file paths evaluated first."""
+    references: list[str] = Field(default_factory=list)
+    """Reference systems the best new system is compared with, paired on the held-out split, when the search ends:
+    seed names, genome file paths, or ``library`` (every shipped seed that runs on the task; raced on the selection
+    set first, the best re-scored)."""
     lm: str | dict[str, Any] | None = None
     """Worker LM (None: the embedded local model)."""
     meta_lm: str | dict[str, Any] | None = None
@@ -154,7 +158,7 @@ class RunConfig(BaseModel):
             return SearchBudget(value.conditions, **value.model_dump(include={"test_share"}, exclude_unset=True))
         return value
 
-    @field_validator("seeds", mode="before")
+    @field_validator("seeds", "references", mode="before")
     @classmethod
     def _split_seeds(cls, value: Any) -> Any:
         if isinstance(value, str):

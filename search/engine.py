@@ -45,6 +45,14 @@ from masforge.search.fitness import Fitness
 from masforge.search.plan import SearchPlan, make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
+from masforge.search.references import (
+    LIBRARY,
+    References,
+    check_fits,
+    check_references,
+    given_references,
+    library_seeds,
+)
 from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.tune import STUDY_FILE
 
@@ -95,6 +103,8 @@ class SearchResult:
     """Infrastructure failures of the run: unscored examples, incomplete candidates, the first error."""
     budget: dict[str, Any] = field(default_factory=dict)
     """The limits, the search's share of them and how far spending went past them (overshoot)."""
+    references: References | None = None
+    """The best new system against each reference system on the held-out split (None: none was named)."""
 
     @property
     def best(self) -> Candidate | None:
@@ -168,7 +178,7 @@ def _ctrl_c_stops(ctx: SearchContext) -> Iterator[None]:
 
 HALTS = ("outage", "provider", "sandbox")
 """Stops for which the run cannot go on (nothing is re-scored, the command exits non-zero)."""
-_RESUME_OVERRIDES = ("budget", "concurrency", "executor", "ray_address", "ray_workers")
+_RESUME_OVERRIDES = ("budget", "concurrency", "executor", "ray_address", "ray_workers", "references")
 """Run configuration fields a resumed run may change."""
 
 
@@ -237,9 +247,10 @@ def build_executor(cfg: RunConfig) -> Executor:
 
 
 def check_run(cfg: RunConfig) -> None:
-    """Refuse, in one line, what would fail later: the strategy pipeline and its options, the LMs."""
+    """Refuse, in one line, what would fail later: the strategy pipeline and its options, the LMs, the references."""
     build_pipeline(cfg)
     build_lms(cfg)
+    given_references(cfg.references)
 
 
 def _lm_prices(client: LMClient) -> dict[str, tuple[bool, bool]]:
@@ -289,7 +300,9 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     pipeline = build_pipeline(cfg)
     lms = build_lms(cfg)
     seeds = [resolve_genome(ref) for ref in cfg.seeds]
+    references = given_references(cfg.references)
     task_obj = task or build_task(cfg)
+    check_fits(references, task_obj)
     if run_dir is None:
         run_dir = _new_run_dir(cfg)
         cfg.dump(run_dir / "config.yaml")
@@ -322,7 +335,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
             events.close()
         if stop_reason == "interrupted":
             run.client.abandon()  # requests still in flight are cut, not awaited, and not booked as failures
-        return _finish(run, ctx, stop_reason, seed_ids, warnings, plan, ui)
+        return _finish(run, ctx, stop_reason, seed_ids, warnings, plan, ui, references)
 
 
 def _run_config(cfg: RunConfig | None, resume: str | Path | None) -> tuple[RunConfig, Path | None]:
@@ -470,17 +483,24 @@ def _run_pipeline(ctx: SearchContext, pipeline: list[Strategy], budget: Budget) 
 
 
 def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str], warnings: list[str],
-            plan: SearchPlan, ui: SearchProgress | None = None) -> SearchResult:
-    """Re-score the finalists on the held-out split (unless the run was interrupted or halted), gather the run's
-    numbers, close the executor (if ours) and the ledger, and write ``summary.json``."""
+            plan: SearchPlan, ui: SearchProgress | None = None, given: list[Genome] | None = None) -> SearchResult:
+    """Re-score the finalists on the held-out split (unless the run was interrupted or halted) and compare the best
+    new system with the reference systems (``given``, and the library's best when the run names ``library``),
+    gather the run's numbers, close the executor (if ours) and the ledger, and write ``summary.json``."""
     cfg, ledger, executor = run.cfg, run.ledger, run.executor
     search_overshoot = ledger.overshoot()
     search_spent = {k: v for k, v in ledger.snapshot().items() if k in ("llm_calls", "tokens", "dollars")}
     test_scores: list[TestScore] = []
+    references = None
     if stop_reason not in ("interrupted", *HALTS) and cfg.test_top_k and ctx.population:
         # the progress display goes on through the re-scoring (piped to a log: a line at least every minute)
         with ui if ui is not None else nullcontext():
             test_scores = _rescore_on_test(cfg, ctx, ctx.task, run.client, run.archive, seed_ids)
+            if cfg.references:
+                references = _check_references(run, ctx, given or [], test_scores)
+    if cfg.references and references is None and stop_reason not in ("interrupted", *HALTS):
+        references = References(None, None, note="no held-out stage ran (--test-top-k 0, or the task has no held-out "
+                                                 "examples), so no reference was compared")
     outage = None
     if ctx.unscored_examples or ctx.incomplete_seen or stop_reason in HALTS:
         outage = {"unscored_examples": ctx.unscored_examples,
@@ -508,7 +528,8 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
     ledger.close()
     result = SearchResult(run_dir=run.run_dir, archive_path=run.archive_path, config=cfg,
                           candidates=list(ctx.population), test_scores=test_scores, spend=ledger.snapshot(),
-                          stop_reason=stop_reason, stats=stats, warnings=warnings, outage=outage, budget=budget_info)
+                          stop_reason=stop_reason, stats=stats, warnings=warnings, outage=outage, budget=budget_info,
+                          references=references)
     _write_summary(result, seed_ids)
     return result
 
@@ -527,10 +548,8 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     for extra in (seeds[:1] + found[:1]):
         if extra not in finalists:
             finalists.append(extra)
-    try:
-        tester = Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency,
-                           executor=ctx.evaluator.executor, max_unscored=cfg.max_unscored)
-    except MasforgeError:
+    tester = _held_out_evaluator(cfg, ctx, task, client)
+    if tester is None:
         return []
     out = []
     for cand in finalists:
@@ -556,6 +575,45 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     return out
 
 
+def _held_out_evaluator(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMClient) -> Evaluator | None:
+    """The evaluator of the held-out split (None: the task has no such examples)."""
+    try:
+        return Evaluator(task, client, split=cfg.test_split, limit=cfg.test_limit, concurrency=cfg.concurrency,
+                         executor=ctx.evaluator.executor, max_unscored=cfg.max_unscored)
+    except MasforgeError:
+        return None
+
+
+def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_scores: list[TestScore]
+                      ) -> References | None:
+    """The best new system against each reference on the held-out examples it was scored on, paired; a reference
+    re-scored as a finalist (a seed of the run) is read back, a stored complete result too."""
+    cfg, task = run.cfg, ctx.task
+    tester = _held_out_evaluator(cfg, ctx, task, run.client)
+    if tester is None:
+        return None
+    scored = {t.genome_id: t for t in test_scores if t.example_scores}
+    found = max((t for t in scored.values() if not t.is_seed), key=lambda t: t.validation, default=None)
+
+    def held_out(genome: Genome) -> Side:
+        known = scored.get(genome.id)
+        if known is not None:
+            return _side(known, cfg)
+        prev = run.archive.get_result(genome.id, task.name, cfg.test_split, tester.lm_key)
+        if prev is not None and prev.n == len(tester.examples) and not stored_by_failing_provider(prev):
+            scores, dollars = dict(prev.example_scores), prev.dollars
+        else:
+            ctx.emit(ev.HeldOutTest(name=genome.name))
+            rep = tester.evaluate(genome)
+            scores, dollars = rep.example_scores(), rep.dollars
+        return Side(name=genome.name, genome_id=genome.id, task=cfg.task, split=cfg.test_split, lm_key="",
+                    scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples))
+
+    library = library_seeds(task) if LIBRARY in cfg.references else None
+    return check_references(given, library, _side(found, cfg) if found else None, held_out, ctx.evaluator,
+                            run.archive, run.race, ctx.emit)
+
+
 def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
     run_dir = result.run_dir
     best = result.best
@@ -576,6 +634,7 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "test": [{k: v for k, v in t.__dict__.items() if k != "example_scores"} | {"ci": list(t.ci), "gap": t.gap}
                  for t in result.test_scores],
         "verdict": _verdict_summary(result.verdict),
+        "references": result.references.to_dict() if result.references else None,
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,

@@ -40,7 +40,7 @@ SEARCH_FLAGS = {
     "concurrency": "--concurrency", "output": "--output", "seed": "--seed",
     **{f"budget.{limit.field}": limit.flag for limit in BUDGET_LIMITS.values()}, "split": "--split",
     "data_dir": "--data-dir", "cost_weight": "--cost-weight", "cache": "--no-cache", "task_options": "--task-option",
-    "race": "--no-race",
+    "race": "--no-race", "references": "--reference",
 }
 # every budget limit, in the order --help lists them (after --seeds)
 SEARCH_LIMITS = ("max_candidates", "max_dollars", "max_calls", "max_tokens", "max_seconds", "patience")
@@ -59,6 +59,10 @@ def search(
     api_base: ApiBaseOption = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.",
                                               show_default=",".join(DEFAULT_SEEDS))] = None,
+    reference: Annotated[str | None, typer.Option(
+        "--reference", help="Comma-separated systems the best new system is compared with on the held-out split "
+        "when the search ends: seed names, genome files, or 'library' (every shipped seed that runs on the task, "
+        "raced on the selection set first; the best two are re-scored).")] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Selection examples each candidate is scored on, at most (a raced candidate that is clearly "
         "worse than the incumbent stops earlier).", show_default=str(DEFAULT_LIMIT))] = None,
@@ -117,8 +121,9 @@ def search(
         return
     with user_errors():
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
-                 "seeds": seeds, "limit": limit, "test_limit": test_limit, "test_top_k": test_top_k,
-                 "concurrency": concurrency, "output": output, "seed": seed, "archive": archive,
+                 "seeds": seeds, "references": reference, "limit": limit, "test_limit": test_limit,
+                 "test_top_k": test_top_k, "concurrency": concurrency, "output": output, "seed": seed,
+                 "archive": archive,
                  "executor": executor, "ray_address": ray_address, "ray_workers": ray_workers, "split": split,
                  "data_dir": str(data_dir) if data_dir is not None else None, "cost_weight": cost_weight,
                  "cache": False if no_cache else None, "race": False if no_race else None}
@@ -299,6 +304,9 @@ def print_search_result(result: object) -> None:
         if best is not None:
             console.print(f"best: [bold]{escape(best.genome.name)}[/bold] ({best.short_id}) validation score "
                           f"{best.score:.3f} on {n_val} examples")
+    if r.references is not None:  # type: ignore[attr-defined]
+        for line in r.references.lines():  # type: ignore[attr-defined]
+            console.print(escape(line), soft_wrap=True)
     console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]
     console.print(f"browse: {masforge_command()} archive list --archive {r.archive_path}")  # type: ignore[attr-defined]
 
