@@ -375,12 +375,12 @@ def main(argv: list[str] | None = None) -> None:
         write_markdown(out, data_dir)
     decisive_checks(args, state, task, client)
     if args.headroom:
-        from headroom import headroom  # noqa: PLC0415  (bench/ is the script's folder)
+        from headroom import measure  # noqa: PLC0415  (bench/ is the script's folder)
 
         genomes = [resolve_genome("io"), parse_genome_text(state["library"]["best"]["yaml"], "library", "yaml")]
         if state.get("overall") and not state["overall"].get("kept_seed"):
             genomes.append(load_genome(out.parent / "discovered" / f"{args.task}.yaml"))
-        state["headroom"] = headroom(task, client, genomes, split="test", limit=args.decisive_limit)
+        state["headroom"] = measure(task, client, genomes, split="test", limit=args.decisive_limit)
     _save(state_path, state)
     write_markdown(out, data_dir)
     print(out.read_text(), flush=True)
@@ -583,9 +583,9 @@ def task_section(state: dict[str, Any]) -> list[str]:
         todo = [x for x in state["strategies"] if x not in {r["strategy"] for r in state["rows"]}]
         lines += [f"**Status: not finished.** Still to run: {', '.join(todo) or 'the final checks'}.", ""]
     if state.get("headroom"):
-        from headroom import headroom_table  # noqa: PLC0415  (bench/ is the script's folder)
+        from headroom import headroom_lines  # noqa: PLC0415  (bench/ is the script's folder)
 
-        lines += ["**Headroom** (test split, from the answer pool):", "", *headroom_table(state["headroom"]), ""]
+        lines += [*headroom_lines(state["headroom"]), ""]
     lines += [f"![best selection score so far per strategy](discovery_{task}.svg)", ""]
     return lines
 
