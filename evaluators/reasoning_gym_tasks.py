@@ -51,6 +51,21 @@ class _ReasoningGymSplits(SplitSource):
         return dict(self._sizes)
 
 
+def reasoning_gym_families() -> list[tuple[str, str, str]]:
+    """Every family ``rg:<family>`` accepts: (family, its reasoning-gym category, the generator's own first line of
+    description, or "" where it has none)."""
+    try:
+        from reasoning_gym.factory import DATASETS
+    except ImportError as exc:
+        raise DataError("rg: tasks need the reasoning-gym package: pip install reasoning-gym") from exc
+    out = []
+    for family, (dataset, _config) in sorted(DATASETS.items()):
+        category = dataset.__module__.split(".")[1] if dataset.__module__.count(".") else ""
+        own = (dataset.__dict__.get("__doc__") or "").strip()  # not the base class's text
+        out.append((family, category, own.splitlines()[0] if own else ""))
+    return out
+
+
 def reasoning_gym_task(
     *,
     subset: str | None = None,

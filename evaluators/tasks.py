@@ -154,6 +154,7 @@ def get_task(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **
 for _builtin in BUILTIN_TASKS:  # name, factory, description, split sizes
     register_task(*_builtin)
 register_task(
-    "rg:<family>", reasoning_gym_task, "any reasoning-gym family, e.g. rg:leg_counting (options: size, config)",
+    "rg:<family>", reasoning_gym_task, "any reasoning-gym family, e.g. rg:leg_counting (options: size, config; "
+    "`masforge tasks rg` lists them)",
     "300 / 100 / 100 (60% / 20% / 20% of size, default 500)"
 )
