@@ -124,6 +124,7 @@ class Comparison:
 
     @property
     def n(self) -> int:
+        """Examples both sides scored: the pairs the difference is over."""
         return len(self.example_ids)
 
     @property
@@ -133,10 +134,12 @@ class Comparison:
 
     @property
     def losses(self) -> int:
+        """Examples B scored lower on."""
         return len(self.differing()[1])
 
     @property
     def ties(self) -> int:
+        """Examples both scored the same."""
         return self.n - self.wins - self.losses
 
     def mean(self, side: Side) -> float:
@@ -175,6 +178,7 @@ class Comparison:
         return won, lost
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``masforge compare -o`` writes it, with every pair of scores."""
         def side(s: Side) -> dict[str, Any]:
             return {"name": s.name, "genome_id": s.genome_id, "lm_key": s.lm_key, "score": self.mean(s),
                     "dollars": s.dollars, "tokens": s.tokens, "llm_calls": s.llm_calls}

@@ -150,6 +150,7 @@ class SearchResult:
         return search_verdict(found, seed, new_systems=new, task=self.config.task, split=self.config.test_split)
 
     def open_archive(self) -> Any:
+        """The run's archive, opened (use it in a ``with`` block, or close it)."""
         from masforge.archive.store import Archive
 
         return Archive.open(self.archive_path)
