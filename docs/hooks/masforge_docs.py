@@ -2,6 +2,8 @@
 
 * The CLI reference page is generated from the typer app (:func:`masforge.cli.reference.cli_reference`) where the
   page holds the marker ``<!-- cli-reference -->``.
+* Sphinx cross-reference roles in docstrings (``:class:`X` ``) are shown as plain code: the handler reads the
+  docstrings as they are written for the terminal and the editor.
 * Every object an API page documents with ``::: dotted.path`` must have a docstring, and so must its public members:
   a missing one is a warning, which ``mkdocs build --strict`` turns into a failed build.
 """
@@ -33,6 +35,13 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 
 FOLDERS = ("search", "archive", "evaluators", "genome", "seeds")
 """Top-level folders installed as sub-packages of masforge: the API page names them by folder."""
+
+
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    return _ROLE.sub("", html)
 
 
 def _resolve(path: str) -> Any:
