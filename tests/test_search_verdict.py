@@ -5,14 +5,17 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
 import masforge
+from masforge.cli import app
 from masforge.cli import console as cli_console
 from masforge.cli.search import print_search_result
 from masforge.report import build_report, render_html
@@ -47,6 +50,8 @@ def test_a_budget_below_the_seeds_gives_a_nothing_new_verdict(tmp_path: Path, mo
     out = _printed(result, monkeypatch)
     assert "nothing new was proposed" in out
     assert f"best system overall: {result.best.genome.name}" in out and "(a seed: the search found nothing" in out
+    summary = CliRunner().invoke(app, ["report", str(result.run_dir)], env={**os.environ, "COLUMNS": "200"}).output
+    assert "best new" in summary and "none: nothing new was proposed" in summary
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,8 @@ def test_best_overall_and_best_new_are_named_apart(searched: Any, monkeypatch: p
     assert f"Lineage of the best new system: {result.best_new.genome.name}" in page
     out = _printed(result, monkeypatch)
     assert f"best new system {found.name}" in out and "best system overall:" in out
+    summary = CliRunner().invoke(app, ["report", str(result.run_dir)], env={**os.environ, "COLUMNS": "200"}).output
+    assert "best new" in summary and f"({result.best_new.short_id})" in summary
 
 
 def test_the_old_names_still_work_and_say_they_are_deprecated(searched: Any):
