@@ -47,35 +47,7 @@ from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
 from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.tune import STUDY_FILE
-from masforge.search.verdict import SearchVerdict, search_verdict
-
-
-@dataclass
-class TestScore:
-    """A finalist re-scored on the held-out split (never seen by the search)."""
-
-    genome_id: str
-    name: str
-    validation: float
-    test: float
-    ci: tuple[float, float]
-    dollars_per_example: float
-    is_seed: bool
-    n: int = 0
-    """Held-out examples scored."""
-    unscored: int = 0
-    """Held-out examples left out because the provider or the sandbox failed."""
-    stopped: str | None = None
-    """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
-    example_scores: dict[str, float] = field(default_factory=dict)
-    """Held-out score of each example by id: found and seed are compared on the same examples, paired (empty for
-    a result stored by a masforge that did not keep them)."""
-
-    @property
-    def gap(self) -> float:
-        """Selection score minus held-out score: how much of the selection score was luck of the selection set
-        (overfitting, when it is large and positive)."""
-        return self.validation - self.test
+from masforge.search.verdict import SearchVerdict, TestScore, search_verdict
 
 
 @dataclass

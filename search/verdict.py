@@ -1,4 +1,5 @@
-"""What a search concludes: its best new system against its best seed, on the same held-out examples.
+"""What a search concludes: the finalists' held-out scores, and its best new system against its best seed on the same
+held-out examples.
 
 A search always has a conclusion, even when it cannot compare anything: it proposed nothing new (a budget no
 larger than the seeds), or the two were not both re-scored on held-out data. :class:`SearchVerdict` holds that
@@ -8,14 +9,40 @@ state beside the paired comparison, so code that reads a verdict never meets Non
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from masforge.errors import MasforgeError
 from masforge.evaluators.compare import Comparison, Side, compare, versus_seeds_sentence
 
-if TYPE_CHECKING:
-    from masforge.search.engine import TestScore
+
+@dataclass
+class TestScore:
+    """A finalist re-scored on the held-out split (never seen by the search)."""
+
+    genome_id: str
+    name: str
+    validation: float
+    test: float
+    ci: tuple[float, float]
+    dollars_per_example: float
+    is_seed: bool
+    n: int = 0
+    """Held-out examples scored."""
+    unscored: int = 0
+    """Held-out examples left out because the provider or the sandbox failed."""
+    stopped: str | None = None
+    """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
+    example_scores: dict[str, float] = field(default_factory=dict)
+    """Held-out score of each example by id: found and seed are compared on the same examples, paired (empty for
+    a result stored by a masforge that did not keep them)."""
+
+    @property
+    def gap(self) -> float:
+        """Selection score minus held-out score: how much of the selection score was luck of the selection set
+        (overfitting, when it is large and positive)."""
+        return self.validation - self.test
+
 
 OUTCOMES = ("better", "worse", "no_difference", "too_few", "nothing_new", "not_rescored", "unpaired")
 """Every state of a verdict: the first four come from the paired comparison (see
