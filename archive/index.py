@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -20,13 +19,13 @@ from typing import Any, TypeVar
 import git
 
 from masforge.archive.git_store import FORMAT_VERSION, INDEX_FILE, MAIN_REF, GitStore
+from masforge.archive.ids import HEX, normalised, unknown_candidate, unresolved
 from masforge.archive.locking import WriteLock
 from masforge.archive.records import CandidateRecord, ResultRecord
 from masforge.errors import ArchiveError
 
 T = TypeVar("T")
 INDEX_SCHEMA = 2
-HEX = re.compile(r"^[0-9a-f]{1,64}$")
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -324,25 +323,20 @@ class ArchiveIndex:
     @staticmethod
     def resolve(db: sqlite3.Connection, id_or_prefix: str) -> str:
         """The full genome id of an id, a unique prefix of one, or an alias (:data:`ALIASES`)."""
-        text = str(id_or_prefix).strip().lower()
-        if is_alias(text):
-            return _alias(db, text)
-        if not HEX.match(text):
-            raise ArchiveError(f"invalid candidate id '{id_or_prefix}' (a genome id is hex digits 0-9a-f)")
+        if is_alias(str(id_or_prefix)):
+            return _alias(db, str(id_or_prefix).strip().lower())
+        text = normalised(id_or_prefix)
         # 'g' sorts after every hex digit, so [text, text + 'g') is exactly the ids starting with text.
         rows = db.execute("SELECT id FROM candidates WHERE id >= ? AND id < ? LIMIT 2", (text, text + "g")).fetchall()
         if len(rows) == 1:
             return str(rows[0][0])
-        if not rows:
-            raise ArchiveError(f"unknown candidate id '{text}' (no genome hash starts with it); "
-                               "see `masforge archive list`")
         count = db.execute("SELECT COUNT(*) FROM candidates WHERE id >= ? AND id < ?", (text, text + "g")).fetchone()
-        raise ArchiveError(f"ambiguous id '{text}': matches {count[0]} candidates, give more digits")
+        raise unresolved(text, count[0])
 
     def row(self, db: sqlite3.Connection, gid: str) -> sqlite3.Row:
         row = db.execute("SELECT * FROM candidates WHERE id = ?", (gid,)).fetchone()
         if row is None:
-            raise ArchiveError(f"unknown candidate id '{gid}' (no genome hash starts with it); add it first")
+            raise unknown_candidate(gid)
         return row
 
 

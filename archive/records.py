@@ -19,6 +19,14 @@ from masforge.errors import ArchiveError
 
 STATUSES = ("active", "promoted", "pruned")
 KINDS = ("config", "code", "portfolio")
+SORTS = ("score", "cost", "generation", "created")
+"""The orders a candidate list comes in: best score, cheapest, newest generation, newest."""
+
+
+def check_sort(sort: str) -> None:
+    """A one-line ArchiveError for an order that is not one of :data:`SORTS`."""
+    if sort not in SORTS:
+        raise ArchiveError(f"unknown sort '{sort}' (use one of: {', '.join(SORTS)})")
 
 
 def now_iso() -> str:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import git
 
+from masforge.archive import ids
 from masforge.archive.claims import Claim, ClaimBook, StopFn, WaitFn
 from masforge.archive.creation import create_atomically, half_made
 from masforge.archive.git_store import (
@@ -68,7 +69,8 @@ from masforge.archive.lineage import ArchiveEvent, Lineage, LineageNode
 from masforge.archive.locking import WriteLock
 from masforge.archive.messages import SUBJECT_MAX, add_message, result_filename
 from masforge.archive.pareto import pareto_front
-from masforge.archive.records import STATUSES, CandidateRecord, ResultRecord
+from masforge.archive.protocol import ClaimingArchive, LineageArchive, ResumableArchive
+from masforge.archive.records import SORTS, STATUSES, CandidateRecord, ResultRecord, check_sort
 from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
@@ -79,12 +81,12 @@ from masforge.text import shorten
 __all__ = ["INDEX_FILE", "LOCK_FILE", "MARKER", "SORTS", "Archive", "ArchiveEvent", "Lineage", "LineageNode",
            "result_filename"]
 
-SORTS = ("score", "cost", "generation", "created")
 MAINTAIN_EVERY = 500  # writes (of this process) between checks whether loose objects need packing
 
 
-class Archive:
-    """A git-versioned store of candidates with an SQLite index; open with :meth:`Archive.open`."""
+class Archive(ResumableArchive, LineageArchive, ClaimingArchive):
+    """A git-versioned store of candidates with an SQLite index; open with :meth:`Archive.open`. It meets every
+    archive Protocol (:mod:`masforge.archive.protocol`)."""
 
     def __init__(self, path: Path, repo: git.Repo) -> None:
         self.path = path
@@ -251,18 +253,8 @@ class Archive:
             existing = self._index.load(db, [gid])
             if existing:
                 return existing[0]
-            parent_ids: list[str] = []
-            for parent in parents:
-                if isinstance(parent, Genome):
-                    pid = parent.id
-                    if not self._index.known(db, pid):
-                        raise ArchiveError(f"parent {pid[:12]} ({parent.name}) is not in the archive; add it first")
-                else:
-                    pid = self._index.resolve(db, parent)
-                if pid == gid:
-                    raise ArchiveError(f"genome {gid[:12]} cannot be its own parent")
-                if pid not in parent_ids:
-                    parent_ids.append(pid)
+            parent_ids = ids.parent_ids(gid, parents, lambda pid: self._index.known(db, pid),
+                                        lambda prefix: self._index.resolve(db, prefix))
             parent_rows = [self._index.row(db, pid) for pid in parent_ids]
             record = CandidateRecord(
                 genome_id=gid, name=genome.name, kind=genome.kind, parents=parent_ids, strategy=strategy,
@@ -361,8 +353,7 @@ class Archive:
         """Candidates matching the filters, best first (``score``), cheapest first (``cost``), newest
         generation first (``generation``) or newest first (``created``). With ``task``/``split`` only
         candidates evaluated there are listed and ranked by their best result there."""
-        if sort not in SORTS:
-            raise ArchiveError(f"unknown sort '{sort}' (use one of: {', '.join(SORTS)})")
+        check_sort(sort)
         ranked = self._index.ranked(task, split, strategy, kind, run, include_pruned, sort, limit)
         return self._index.query(lambda db: self._index.load(db, [gid for gid, _, _ in ranked]))
 

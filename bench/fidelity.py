@@ -78,9 +78,9 @@ JSONL_ROW = "jsonl"
 def numbers_jsonl(n: int, folder: Path) -> Path:
     """A .jsonl task of a user's own kind: the first ``5 * n`` GSM8K test questions, each with its number as the
     answer, scored by exact match (its validation split then holds ``n``)."""
-    from masforge.evaluators import datasets as ds
+    from masforge.evaluators.benchmarks.gsm8k import GSM8K
 
-    records = ds.load_gsm8k(os.environ.get("MASFORGE_DATA_DIR"))["test"][: 5 * n]
+    records = GSM8K().records(os.environ.get("MASFORGE_DATA_DIR"))["test"][: 5 * n]
     path = folder / "gsm8k_numbers.jsonl"
     path.write_text("".join(json.dumps({"question": r.fields["question"], "answer": str(r.target)}) + "\n"
                             for r in records), encoding="utf-8")

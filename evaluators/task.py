@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import DataError, MasforgeError, TaskError
-from masforge.evaluators import datasets as ds
+from masforge.evaluators.data_files import iter_jsonl
 from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS
 from masforge.evaluators.score import MetricFn, Score
@@ -215,7 +215,7 @@ class Task:
         if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
             raise TaskError("val_fraction and test_fraction should be in [0, 1) and sum to less than 1")
         examples = []
-        for lineno, obj in ds.iter_jsonl(path, strict=True):
+        for lineno, obj in iter_jsonl(path, strict=True):
             where = f"{path}:{lineno}"
             inputs = {}
             for field_name, key in mapping.items():

@@ -107,3 +107,39 @@ def canonical_json(genome: GenomeLike) -> str:
 def genome_hash(genome: GenomeLike) -> str:
     """sha256 hex digest of the canonical form: the genome's id."""
     return hashlib.sha256(canonical_json(genome).encode("utf-8")).hexdigest()
+
+
+def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a canonical dict) with its agents called ``a1``, ``a2``, ... in the order they are listed (the order
+    is behaviour: it breaks ties), everywhere an agent is named: edges, conditions and the judge."""
+    names = {a["id"]: f"a{i}" for i, a in enumerate(data["agents"], 1)}
+
+    def rename(node: str) -> str:
+        return names.get(node, node)
+
+    for agent in data["agents"]:
+        agent["id"] = rename(agent["id"])
+    topo = data["topology"]
+    topo["edges"] = sorted([rename(a), rename(b)] for a, b in topo["edges"])
+    if topo.get("conditions"):
+        renamed = {}
+        for key, verdict in topo["conditions"].items():
+            a, _, b = key.partition(" -> ")
+            renamed[f"{rename(a)} -> {rename(b)}"] = verdict
+        topo["conditions"] = renamed
+    if topo.get("judge"):
+        topo["judge"] = rename(topo["judge"])
+    return data
+
+
+def structure_hash(genome: GenomeLike) -> str:
+    """The id of ``genome`` up to the names of its agents: two systems that differ only in what their agents are
+    called (and in field order, documentation and lineage) have the same structure hash. A search uses it to
+    recognise a design it already holds, or a shipped seed rebuilt under other names, before paying for it."""
+    data = canonical_dict(genome)
+    if data["kind"] == "config":
+        data = _renamed(data)
+    elif data["kind"] == "portfolio" and data.get("members"):
+        data["members"] = [_renamed(m) if m["kind"] == "config" else m for m in data["members"]]
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

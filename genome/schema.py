@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from masforge.genome.hashing import genome_hash
+from masforge.genome.hashing import genome_hash, structure_hash
 from masforge.genome.names import EXECUTE_MODULE, AdapterName
 from masforge.genome.router import Router
 from masforge.input_limits import check_tree, current_limits, env_name
@@ -221,6 +221,12 @@ class Genome(BaseModel):
     def id(self) -> str:
         """Canonical 64-hex id (same system, same id)."""
         return genome_hash(self)
+
+    @property
+    def structure_id(self) -> str:
+        """The id up to the names of the agents (:func:`masforge.genome.hashing.structure_hash`): a design rebuilt
+        under other agent names has the same structure id."""
+        return structure_hash(self)
 
     @property
     def short_id(self) -> str:

@@ -17,6 +17,7 @@ Two duties of the context keep a search honest and resumable:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import time
@@ -39,6 +40,7 @@ from masforge.genome.validate import problems
 from masforge.lm.budget import Budget, Stop, Usage
 from masforge.lm.client import LMClient
 from masforge.search import events as ev
+from masforge.search.costing import CostProbe, cheapest_first
 from masforge.search.credit import Credit
 from masforge.search.events import Event, make_event
 from masforge.search.fitness import Fitness
@@ -111,6 +113,8 @@ class SearchContext:
         self.strategy = strategy
         self.population: list[Candidate] = []
         self.by_id: dict[str, Candidate] = {}
+        self.by_structure: dict[str, Candidate] = {}
+        """Candidates by structure id (the genome up to its agents' names): a renamed twin is a duplicate."""
         self.evaluated = 0
         """Candidates evaluated or restored in this run (what ``max_candidates`` counts)."""
         self.rejected = 0
@@ -150,6 +154,8 @@ class SearchContext:
         candidate scored on the whole set beats it there (see :meth:`_consider`)."""
         self.race_drops = 0
         """Candidates a race stopped early because they were already worse than the incumbent."""
+        self.costs = CostProbe(evaluator)
+        """What proposals will cost before they run (dry runs on the answer cache)."""
         self.credit = Credit()
         """Which operators and agents made systems better (see :mod:`masforge.search.credit`)."""
 
@@ -242,11 +248,18 @@ class SearchContext:
             self.rejected += 1
             self.emit(ev.Rejected(name=p.genome.name, reason=found[0], operator=p.operator))
             return None
-        existing = self.by_id.get(p.genome.id)
-        if existing is not None:
+        existing = self.by_id.get(p.genome.id) or self.by_structure.get(p.genome.structure_id)
+        if existing is not None:  # the same design, maybe under other agent names: nothing to pay for
             self.duplicates += 1
             self.emit(ev.Duplicate(candidate=existing, operator=p.operator))
             return existing
+        if p.operator != "seed":
+            p = self._as_library_seed(p)
+            existing = self.by_id.get(p.genome.id)
+            if existing is not None:
+                self.duplicates += 1
+                self.emit(ev.Duplicate(candidate=existing, operator=p.operator))
+                return existing
         restored = self._restore(p, strategy)
         if restored is not None:
             return restored
@@ -261,6 +274,18 @@ class SearchContext:
             claim.release()
         self.retry_incomplete()  # a complete evaluation: the provider works, the candidates it failed may go again
         return cand
+
+    def _as_library_seed(self, p: Proposal) -> Proposal:
+        """A proposal that rebuilds a shipped seed under other agent names becomes that seed, marked as
+        rediscovered: its answers are usually in the answer cache already, it can be a parent, and no report calls
+        it new."""
+        seed = library_twin(p.genome)
+        if seed is None:
+            return p
+        genome = seed.model_copy(deep=True)
+        genome.metadata = {**genome.metadata, "rediscovers": seed.name}
+        return Proposal(genome, list(p.parents), p.operator, f"rediscovered {seed.name}: {p.rationale}".strip(),
+                        info={**p.info, "rediscovers": seed.name})
 
     def _check_stop(self) -> None:
         """Raise :class:`BudgetExceeded` if the search (or the current strategy's share) must stop: it unwinds
@@ -448,7 +473,7 @@ class SearchContext:
         return Candidate(genome=p.genome, score=score, fitness=fitness, dollars=dollars, tokens=tokens,
                          latency_s=latency, ci=ci, failures=failures, parents=list(p.parents), operator=p.operator,
                          strategy=strategy, rationale=p.rationale, generation=self.generation, pruned=pruned,
-                         failure_notes=notes)
+                         failure_notes=notes, rediscovers=str(p.info.get("rediscovers") or ""))
 
     def _admit(self, cand: Candidate, *, reused: bool) -> None:
         seq = len(self.population)
@@ -463,10 +488,25 @@ class SearchContext:
         prev = self.best(1)
         self.population.append(cand)
         self.by_id[cand.id] = cand
+        self.by_structure.setdefault(cand.genome.structure_id, cand)
         self.evaluated += 1
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
         self.emit(ev.Admitted(candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng, replayed=replayed))
+
+    def cheapest_first(self, proposals: list[Proposal]) -> list[Proposal]:
+        """``proposals`` in the order to try them: free ones (every answer already in the answer cache) first,
+        then by the answers they still need (see :mod:`masforge.search.costing`). Proposals this run already
+        holds, and any when the run keeps no cache, keep their order."""
+        if len(proposals) < 2 or not self.costs.usable():
+            return proposals
+        fresh = [p for p in proposals if p.genome.id not in self.by_id]
+        if len(fresh) < 2:
+            return proposals
+        replayed = {str(row.get("id")): i for i, row in enumerate(self.expected)} if self.replaying else {}
+        order = cheapest_first([p.genome for p in fresh], self.costs, replayed)
+        known = [p for p in proposals if p.genome.id in self.by_id]
+        return known + [fresh[i] for i in order]
 
     def is_near_duplicate(self, genome: Genome) -> bool:
         """Already tried in substance (same structure and wording), so not worth paying for."""
@@ -525,6 +565,19 @@ class SearchContext:
                 out.append(Proposal(child, [inc.id], "ablate", f"{inc.genome.name} without {agent.id}",
                                     info={"arm": "ablate", "ablated": agent.id}))
         return out
+
+
+@functools.cache
+def _library() -> dict[str, Genome]:
+    """The shipped seeds by structure id."""
+    from masforge.seeds import load_seeds
+
+    return {g.structure_id: g for g in load_seeds()}
+
+
+def library_twin(genome: Genome) -> Genome | None:
+    """The shipped seed ``genome`` is, up to the names of its agents (None: no seed has its design)."""
+    return _library().get(genome.structure_id)
 
 
 class _Rejected(MasforgeError):

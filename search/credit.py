@@ -28,8 +28,8 @@ from typing import Any
 
 FAILURE_EDITS: dict[str, tuple[str, ...]] = {
     # answers that run but fail the tests: test them before answering, sample more, repair from the report
-    "exception": ("add_test_gate", "add_escalation", "add_sampled_branch", "add_repair_loop", "add_test_writer",
-                  "change_aggregation"),
+    "exception": ("add_test_gate", "add_escalation", "add_escalation_tier", "tune_execution", "add_sampled_branch",
+                  "add_repair_loop", "add_test_writer", "change_aggregation"),
     "wrong": ("add_sampled_branch", "change_copies", "change_module", "add_agent", "change_aggregation"),
     "unstated": ("add_sampled_branch", "change_copies", "change_module", "add_agent", "change_aggregation"),
     # code that does not parse, or no code at all: repair from the error, or talk to the model another way
@@ -42,7 +42,8 @@ FAILURE_EDITS: dict[str, tuple[str, ...]] = {
 FIRST_REMEDIES: dict[str, tuple[str, ...]] = {
     # Execution feedback is what lifts small coders most (self-debugging, CodeT, escalation on failed examples);
     # more samples without a check mostly add votes for the same wrong program.
-    "exception": ("add_test_gate", "add_escalation", "add_repair_loop", "add_test_writer"),
+    "exception": ("add_test_gate", "add_escalation", "add_repair_loop", "add_test_writer", "add_escalation_tier",
+                  "tune_execution"),
     "syntax": ("add_repair_loop",),
 }
 """Of a failure kind's edits, those tried first: they get the whole prior, its other edits half."""

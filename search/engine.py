@@ -81,8 +81,12 @@ class SearchResult:
     @property
     def best_new(self) -> Candidate | None:
         """The best system the search made (no seed), by selection fitness; None when it proposed nothing new."""
-        return max((c for c in self.candidates if c.id not in self.seed_ids),
-                   key=lambda c: (c.fitness, -c.dollars), default=None)
+        return max((c for c in self.candidates if self.is_new(c)), key=lambda c: (c.fitness, -c.dollars),
+                   default=None)
+
+    def is_new(self, candidate: Candidate) -> bool:
+        """Whether the search made ``candidate``: not a seed, nor a shipped seed it rebuilt (``rediscovers``)."""
+        return candidate.id not in self.seed_ids and not candidate.rediscovers
 
     @property
     def best_genome(self) -> Genome | None:
@@ -118,7 +122,7 @@ class SearchResult:
         with its 95% interval and what it supports (``.outcome``, ``.sentence``), or why there is no comparison
         (nothing new was proposed, not re-scored). Never None."""
         found, seed = self.held_out()
-        new = sum(1 for c in self.candidates if c.id not in self.seed_ids)
+        new = sum(1 for c in self.candidates if self.is_new(c))
         return search_verdict(found, seed, new_systems=new, task=self.config.task, split=self.config.test_split)
 
     def open_archive(self) -> Any:
@@ -480,6 +484,9 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
              "unscored_examples": ctx.unscored_examples, "replayed": min(len(run.log), len(ctx.population)),
              "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
              "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
+             # new systems scored with no new LM call (every answer they needed was in the answer cache)
+             "free": sum(1 for c in ctx.population if c.id not in seed_ids and not c.reused and not c.llm_calls),
+             "probed": len(ctx.costs.known),
              "selection_examples": plan.examples, "test_examples": plan.test_examples}
     if executor.name != "local":
         stats["executor"] = executor.describe()
@@ -501,8 +508,9 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
     client.ledger.budget = cfg.budget
     finalists = ctx.best(cfg.test_top_k)
     ranked = ctx.best(len(ctx.population))
-    seeds = [c for c in ranked if c.id in seed_ids]
-    found = [c for c in ranked if c.id not in seed_ids and not c.pruned]
+    # A shipped seed the search rebuilt (under other agent names) counts as a seed: it is not a new system.
+    seeds = [c for c in ranked if c.id in seed_ids or c.rediscovers]
+    found = [c for c in ranked if c.id not in seed_ids and not c.rediscovers and not c.pruned]
     # The best seed and the best new system always: the comparison the search is for.
     for extra in (seeds[:1] + found[:1]):
         if extra not in finalists:
@@ -529,7 +537,8 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
                         archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
         out.append(TestScore(cand.id, cand.genome.name, cand.score, prev.score,
                              (prev.ci_low or 0.0, prev.ci_high or 0.0), prev.dollars / max(prev.n, 1),
-                             cand.id in seed_ids, prev.n, unscored, stopped, dict(prev.example_scores)))
+                             cand.id in seed_ids or bool(cand.rediscovers), prev.n, unscored, stopped,
+                             dict(prev.example_scores)))
         if stopped:
             break  # the budget is spent: the remaining finalists get no held-out score
     return out
@@ -563,7 +572,8 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
                         "strategy": c.strategy, "generation": c.generation, "parents": c.parents,
                         "seed": c.id in seed_ids, "pruned": c.pruned, "ci": list(c.ci), "n": c.n,
-                        "llm_calls": c.llm_calls, "cache_hits": c.cache_hits, "reused": c.reused}
+                        "llm_calls": c.llm_calls, "cache_hits": c.cache_hits, "reused": c.reused,
+                        "rediscovers": c.rediscovers}
                        for c in result.candidates],
         "incumbent": result.stats.get("incumbent"),
     }

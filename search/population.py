@@ -50,6 +50,9 @@ class Candidate:
     """Its result came from the archive (evaluated before, by this run or another): nothing was run."""
     n: int = 0
     """Examples its score covers."""
+    rediscovers: str = ""
+    """The shipped seed this candidate's design is (a search rebuilt it under other agent names), or "": such a
+    candidate may be a parent, but it is not a new system."""
     wrong_reasons: dict[str, int] = field(default_factory=dict)
     """Why its wrong answers were wrong, as the metric says (code: ``exception``, ``syntax``, ``no_code``,
     ``timeout``; ``unstated`` where the metric gives no reason): what failure-guided edits address."""

@@ -55,7 +55,7 @@ def test_each_first_remedy_is_tried_once_before_the_bandit_exploits():
     choose = credit.chooser(random.Random(4), {"exception": 30})
     names = sorted(EDITS)
     firsts = []
-    for _ in range(3):
+    for _ in range(len(FIRST_REMEDIES["exception"]) - 1):
         name = choose(names)
         credit.note_proposed(name)  # proposed (being scored) counts as tried
         firsts.append(name)

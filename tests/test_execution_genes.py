@@ -540,3 +540,34 @@ def test_exported_seeds_run_the_genes_like_masforge(tmp_path: Path) -> None:
         assert theirs["outputs"] == result.outputs == {"answer": RIGHT}, name
         assert theirs["candidates"] == result.candidates, name
         assert Counter(theirs["calls"]) == Counter(calls), name
+
+
+def test_an_escalation_tier_samples_again_only_where_every_answer_so_far_fails() -> None:
+    import random
+
+    from masforge.search.operators.execution import add_escalation_tier
+
+    genome = load_seed("escalate")
+    assert add_escalation_tier(genome, random.Random(0)) is not None
+    more = next(a for a in genome.agents if a.id == "sampler_more")
+    assert more.temperature not in (None, 0.7)  # another temperature: other answers than the first tier's
+
+    passing = _run(genome, Script(greedy=WRONG, samples={0: RIGHT}))
+    assert "sampler_more" not in _called(passing) and passing.outputs == {"answer": RIGHT}
+
+    script = Script(greedy=WRONG, samples={i: OFF_BY_ONE for i in range(5)})
+    failing = _run(genome, script)
+    assert _called(failing)["sampler_more"] == more.copies
+    assert {c["temperature"] for c in script.calls if c["temperature"]} == {0.7, more.temperature}
+    assert failing.outputs == {"answer": WRONG}  # the best so far (1 of 2 checks) stays: no sample beat it
+
+    first_tiers = Script(greedy=WRONG, samples={i: OFF_BY_ONE for i in range(5)})
+
+    def second_tier_right(messages, info):
+        if info.get("temperature") == more.temperature:
+            return chat_reply(answer=RIGHT)
+        return first_tiers(messages, info)
+
+    out = compile_genome(genome, LMClient({"worker": "fake"}, cache=False, responder=second_tier_right))(
+        question=QUESTION)
+    assert out.outputs == {"answer": RIGHT}

@@ -55,7 +55,7 @@ def test_edit_families_cover_every_edit_once() -> None:
     named = [e for family in EDIT_FAMILIES.values() for e in family]
     assert sorted(named) == sorted(EDITS) and len(named) == len(set(named))
     assert set(EDIT_FAMILIES["execution"]) == {"add_test_gate", "add_repair_loop", "add_escalation",
-                                               "add_test_writer"}
+                                               "add_test_writer", "add_escalation_tier", "tune_execution"}
 
 
 @pytest.mark.parametrize("name", CONFIG)
@@ -344,3 +344,38 @@ def test_tune_leaves_execute_nodes_alone():
         assert not problems(g)
         execute = [a for a in g.agents if a.module == "execute"]
         assert execute and all(a.copies == 1 and a.temperature is None for a in execute)
+
+
+def test_execution_numbers_are_genes_an_edit_tunes() -> None:
+    from masforge.search.operators.execution import tune_execution
+
+    seen = set()
+    for seed in range(12):
+        genome = load_seed("escalate")
+        what = tune_execution(genome, random.Random(seed))
+        assert what is not None and problems(genome) == []
+        seen.add(what.split()[0].split(".")[-1])
+        sampler = genome.agent("sampler")
+        assert (sampler.copies, sampler.temperature) != (5, None)
+    assert seen == {"copies", "temperature"}
+    debug = load_seed("self_debug")
+    assert tune_execution(debug, random.Random(0)).startswith("repair rounds")
+    assert tune_execution(load_seed("io"), random.Random(0)) is None  # no execution gene
+
+
+def test_a_graft_keeps_the_execution_part_and_takes_the_other_parents_answering() -> None:
+    from masforge.search.operators.execution import answering_part, graft
+
+    cot = load_seed("cot")
+    for seed in range(6):
+        made = graft(load_seed("escalate"), cot, random.Random(seed))
+        assert made is not None
+        child, what = made
+        assert [a.id for a in child.agents] == [a.id for a in load_seed("escalate").agents]
+        assert child.topology == load_seed("escalate").topology
+        changed = [a.id for a in child.agents if a.module == "chain_of_thought"]
+        assert changed and set(changed) <= {"answerer", "sampler"} and child.agent("sampler").copies == 5
+        assert what.split()[0] in ("all", "greedy", "sampled")
+    assert graft(cot, load_seed("escalate"), random.Random(0)) is None  # cot has no execution part
+    # a repairer answers reports, not the question: it keeps its own way of answering
+    assert answering_part(load_seed("self_debug")) == ["coder"]

@@ -31,7 +31,7 @@ ALLOWED = {
     "export": {"archive", "execution", "execution.standalone", "genome", "lm", "sandbox", "seeds"},
     "report": {"archive", "genome"},
     # test doubles drive the layers they test (the kill-and-resume harness reads back the archive it checks)
-    "testing": {"archive", "evaluators", "execution", "genome", "lm", "sandbox"},
+    "testing": {"archive", "evaluators", "execution", "genome", "lm", "local_model", "sandbox"},
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,

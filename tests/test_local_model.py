@@ -38,6 +38,7 @@ from masforge.runtime.local_model import (
 )
 from masforge.runtime.local_model import server as lm_server
 from masforge.runtime.local_model import weights as lm_weights
+from masforge.testing.fake_llama import fake_llama_env
 from masforge.testing.stub_server import StubServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -542,8 +543,8 @@ def test_owns_listener():
 
 
 def test_ensure_local_server_starts_one_and_shutdown_stops_it(tmp_path, monkeypatch):
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(lm_server, "LocalServer", FakeLlamaServer)
+    for key, value in fake_llama_env(tmp_path).items():  # the stub stands in for llama.cpp's server
+        monkeypatch.setenv(key, value)
     endpoints: list[local_model.LocalEndpoint] = []
     threads = [threading.Thread(target=lambda: endpoints.append(ensure_local_server("qwen"))) for _ in range(4)]
     for t in threads:
@@ -552,8 +553,8 @@ def test_ensure_local_server_starts_one_and_shutdown_stops_it(tmp_path, monkeypa
         t.join()
     assert len(endpoints) == 4 and len({ep.api_base for ep in endpoints}) == 1
     (server,) = local_model.running_servers()
-    pid = server.pid
-    assert pid is not None
+    pid = server.server_pid
+    assert lm_server._served_models(endpoints[0].api_base) == [get_spec("qwen").alias]
     shutdown_local_servers()
     assert local_model.running_servers() == []
     assert _wait_gone(pid) and _group_gone(pid)

@@ -380,10 +380,10 @@ def test_cli_builds_stores_lists_and_shows_a_portfolio(tmp_path: Any, monkeypatc
     from typer.testing import CliRunner
 
     from masforge.cli import app
-    from masforge.evaluators import tasks
+    from masforge.evaluators import registry
 
-    monkeypatch.setattr(tasks, "_REGISTRY", dict(tasks._REGISTRY))
-    tasks.register_task("kinds", lambda **_: _kinds_task(), "two kinds of questions")
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register_task("kinds", lambda **_: _kinds_task(), "two kinds of questions")
     _archive_with_results(tmp_path, _kinds_task(), SOLVERS).close()
     where = str(tmp_path / "archive")
     runner = CliRunner()

@@ -63,7 +63,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_best_overall_and_best_new_are_named_apart(searched: Any, monkeypatch: pytest.MonkeyPatch):
     result = searched
-    new = [c for c in result.candidates if c.id not in result.seed_ids]
+    new = [c for c in result.candidates if result.is_new(c)]
     assert new and result.best_new is not None and result.best_new.id not in result.seed_ids
     assert result.best_new.fitness == max(c.fitness for c in new)
     assert result.best.fitness == max(c.fitness for c in result.candidates)

@@ -7,7 +7,7 @@ import os
 from typer.testing import CliRunner
 
 from masforge.cli import app
-from masforge.evaluators.reasoning_gym_tasks import reasoning_gym_families
+from masforge.evaluators.benchmarks.reasoning_gym import reasoning_gym_families
 from masforge.evaluators.tasks import get_task
 
 

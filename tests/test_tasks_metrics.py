@@ -14,6 +14,15 @@ import pytest
 from masforge.cache_root import CACHE_ENV
 from masforge.errors import DataError, TaskError
 from masforge.evaluators import datasets
+from masforge.evaluators.benchmarks.drop import Drop
+from masforge.evaluators.benchmarks.gsm8k import GSM8K
+from masforge.evaluators.benchmarks.hotpotqa import HotpotQA
+from masforge.evaluators.benchmarks.humaneval import HumanEval
+from masforge.evaluators.benchmarks.math500 import Math500
+from masforge.evaluators.benchmarks.mbpp import MBPP
+from masforge.evaluators.benchmarks.mgsm import MGSM
+from masforge.evaluators.benchmarks.mmlu import MMLU
+from masforge.evaluators.datasets import Files
 from masforge.evaluators.metrics import (
     METRICS,
     Score,
@@ -494,9 +503,9 @@ def test_unknown_task_lists_known_names():
 
 
 def test_list_and_register_tasks(monkeypatch: pytest.MonkeyPatch):
-    from masforge.evaluators import tasks
+    from masforge.evaluators import registry
 
-    monkeypatch.setattr(tasks, "_REGISTRY", dict(tasks._REGISTRY))  # the test task leaves with the test
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the test task leaves with the test
     names = [n for n, _ in list_tasks()]
     for name in ("gsm8k", "math500", "drop", "hotpotqa", "mgsm", "mmlu", "mbpp", "humaneval", "arc"):
         assert name in names
@@ -575,32 +584,35 @@ def test_env_data_dir_takes_precedence(tmp_path, monkeypatch):
 def test_loaders_read_the_fixture_files(fixture_data_dir):
     """Every file loader on the committed fixtures (each set's real file format)."""
     d = fixture_data_dir
-    gsm = datasets.load_gsm8k(d)
+    gsm = GSM8K().records(d)
     assert (len(gsm["train"]), len(gsm["test"])) == (8, 4)
     assert gsm["train"][7].target == "1030" and gsm["test"][0].target == "32"  # '#### 1,030' loses its comma
-    math = datasets.load_math500(d)["test"]
+    math = Math500().records(d)["test"]
     assert len(math) == 9 and math[0].target == "\\frac{5}{6}" and math[0].id == "math500/test/prealgebra/901"
-    drop = datasets.load_drop(d)["dev"]  # gzipped
+    drop = Drop().records(d)["dev"]  # gzipped
     assert len(drop) == 9 and drop[1].target == ["2800", "2,800"]
-    hotpot = datasets.load_hotpotqa(d)["validate"]
+    hotpot = HotpotQA().records(d)["validate"]
     assert len(hotpot) == 9 and len(hotpot[0].fields["paragraphs"]) == 10 and hotpot[0].id == "hotpotqa/fixture00"
-    assert [len(datasets.load_mgsm(lang, d)["test"]) for lang in ("de", "en", "ja")] == [9, 2, 2]
-    assert datasets.load_mgsm("de", d)["test"][8].target == "24000"
-    assert datasets.mmlu_subjects(d) == ["abstract_algebra", "anatomy"]
-    mmlu = datasets.load_mmlu("abstract_algebra", d)["test"]
+    assert [len(MGSM().records(d, lang)["test"]) for lang in ("de", "en", "ja")] == [9, 2, 2]
+    assert MGSM().records(d, "de")["test"][8].target == "24000"
+    assert len(MGSM().records(d)["test"]) == 9 + 10 * 2  # every language in turn
+    assert MMLU().parts(Files("mmlu", None, d)) == ["abstract_algebra", "anatomy"]
+    mmlu = MMLU().records(d, "abstract_algebra")["test"]
     assert mmlu[2].fields["choices"][0] == "True, True" and mmlu[2].target == "C"  # a quoted CSV field
-    mbpp = datasets.load_mbpp(d)  # the sanitized set is preferred
+    mbpp = MBPP().records(d)  # the sanitized set is preferred
     assert {k: sorted(r.meta["task_id"] for r in v) for k, v in mbpp.items()} == {
         "train": [2, 7, 605], "validation": [512, 530, 545], "test": [11, 17, 101, 230]}
     assert "import math" in next(r for r in mbpp["test"] if r.meta["task_id"] == 11).meta["test"]
-    humaneval = datasets.load_humaneval(d)["test"]
+    humaneval = HumanEval().records(d)["test"]
     assert len(humaneval) == 6 and humaneval[0].meta["entry_point"] == "add_numbers"
+    with pytest.raises(TaskError, match="MGSM languages: bn, de"):
+        MGSM().records(d, "xx")
 
 
 def test_mbpp_full_set_format(fixture_data_dir, tmp_path):
     (tmp_path / "mbpp").mkdir()
     (tmp_path / "mbpp" / "mbpp.jsonl").write_bytes((fixture_data_dir / "mbpp" / "mbpp.jsonl").read_bytes())
-    mbpp = datasets.load_mbpp(tmp_path)
+    mbpp = MBPP().records(tmp_path)
     assert sum(len(v) for v in mbpp.values()) == 10
     gcd = next(r for r in mbpp["test"] if r.meta["task_id"] == 11)
     assert gcd.fields["prompt"].startswith("Write a function to find the greatest")
@@ -646,7 +658,7 @@ def test_download_is_checked_against_its_sha256(online, fixture_data_dir, monkey
     body = (fixture_data_dir / "math500" / "test.jsonl").read_bytes()
     source = datasets.Source("math500/test.jsonl", "https://example.invalid/test.jsonl",
                              hashlib.sha256(body).hexdigest())
-    monkeypatch.setitem(datasets.SOURCES, "math500", [source])
+    monkeypatch.setattr(Math500, "download", datasets.Download((source,)))
     calls = _serve(monkeypatch, data=body)
     assert len(get_task("math500").split("test")) > 0
     assert calls == [source.url] and (online / "math500" / "test.jsonl").read_bytes() == body
@@ -654,7 +666,7 @@ def test_download_is_checked_against_its_sha256(online, fixture_data_dir, monkey
     (online / "math500" / "test.jsonl").unlink()
     _serve(monkeypatch, data=body + b"{}\n")  # the source changed
     with pytest.raises(DataError) as info:
-        datasets.locate("math500", ["math500/test.jsonl"])
+        datasets.locate("math500", ["math500/test.jsonl"], download=Math500.download)
     message = str(info.value)
     assert "sha256" in message and datasets.ENV_DATA_DIR in message and "\n" not in message
     assert not (online / "math500").exists() or not any((online / "math500").iterdir())

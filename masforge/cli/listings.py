@@ -41,7 +41,7 @@ def tasks(
 
 
 def _rg_families() -> None:
-    from masforge.evaluators.reasoning_gym_tasks import reasoning_gym_families
+    from masforge.evaluators.benchmarks.reasoning_gym import reasoning_gym_families
 
     families = reasoning_gym_families()
     table = Table(title=f"{len(families)} reasoning-gym families: use as --task rg:<family> (options: size, config)")

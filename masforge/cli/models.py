@@ -7,6 +7,7 @@ The main CLI mounts this as ``app.add_typer(cli_models.app, name="models")``. Ev
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -26,6 +27,7 @@ from rich.table import Table
 from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
 from masforge.runtime import local_model
+from masforge.runtime.local_model import shared
 
 app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
 
@@ -137,7 +139,8 @@ def serve(
 
 @app.command()
 def status() -> None:
-    """Show which local models are pulled and whether llama-cpp-python is installed."""
+    """Show which local models are pulled, whether llama-cpp-python is installed, and the shared model server:
+    where it runs, when it stops and which processes use it."""
     with user_errors():
         table = Table(title="local models", title_justify="left")
         table.add_column("model", no_wrap=True)
@@ -175,6 +178,38 @@ def status() -> None:
         else:
             console.print("server: llama-cpp-python's (one request at a time; `masforge models build-server` "
                           "builds llama.cpp's own, with parallel slots)", highlight=False)
+        _print_shared_servers()
+
+
+def _print_shared_servers() -> None:
+    """The machine's shared model servers, what each runs, when it stops and which processes use it."""
+    servers = shared.shared_servers()
+    if not servers:
+        console.print(f"shared server: none running (the first masforge process that needs the model starts one); "
+                      f"{_stop_rule(shared.idle_seconds())}", highlight=False, soft_wrap=True)
+    for record, users in servers:
+        up = _human_duration(time.time() - record.started_at)
+        console.print(f"shared server: {record.model} at {record.api_base} ({record.kind}, {record.slots} "
+                      f"slot{'s' if record.slots != 1 else ''}, pid {record.server_pid}, owner pid {record.owner_pid}, "
+                      f"up {up}, weights sha256 {record.sha256[:12]}...)", highlight=False, soft_wrap=True)
+        console.print(f"  {_stop_rule(record.idle_s)}", highlight=False, soft_wrap=True)
+        console.print(f"  used by {len(users)} process{'es' if len(users) != 1 else ''}"
+                      + (":" if users else ""), highlight=False)
+        for user in users:
+            since = time.strftime("%H:%M:%S", time.localtime(user.since))
+            console.print(f"    pid {user.pid}  since {since}  {escape(user.command)}", highlight=False,
+                          soft_wrap=True)
+
+
+def _stop_rule(idle_s: float) -> str:
+    return (f"idle time {idle_s:g} s ({shared.IDLE_ENV}): a shared server stops when its last user "
+            f"exits, or {idle_s:g} s after its last user was killed")
+
+
+def _human_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(max(seconds, 0)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
 @app.command("build-server")

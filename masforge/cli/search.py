@@ -299,7 +299,7 @@ def print_search_result(result: object) -> None:
         console.print(f"[yellow]{escape(verdict.sentence)}[/yellow]")
     best = r.best  # type: ignore[attr-defined]
     if best is not None:
-        seed_note = " (a seed: the search found nothing better)" if best.id in r.seed_ids else ""  # type: ignore[attr-defined]
+        seed_note = " (a seed: the search found nothing better)" if not r.is_new(best) else ""  # type: ignore[attr-defined]
         console.print(f"best system overall: [bold]{escape(best.genome.name)}[/bold] ({best.short_id}) selection "
                       f"score {best.score:.3f} on {n_val} examples{seed_note}")
     console.print(f"run folder: {r.run_dir}   archive: {r.archive_path}")  # type: ignore[attr-defined]

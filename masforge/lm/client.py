@@ -51,8 +51,8 @@ from masforge.lm.trace import (  # noqa: E402
 )
 from masforge.redact import redact, redact_secret_values, register_secret  # noqa: E402
 
-__all__ = ["Budget", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger", "Messages",
-           "RequestAbandoned", "Responder", "abandon_requests", "check_credentials", "default_cache_path",
+__all__ = ["Budget", "CacheMiss", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger",
+           "Messages", "RequestAbandoned", "Responder", "abandon_requests", "check_credentials", "default_cache_path",
            "failure_kind", "parse_lm", "with_temperature"]
 
 Messages = list[dict[str, Any]]
@@ -184,11 +184,16 @@ class ServerShare:
             return self._clock - entered
 
 
+class CacheMiss(LMError):
+    """A cache-only client was asked for an answer the cache does not hold."""
+
+
 class LMClient:
     """Calls LMs for a run: aliases, cache, retries on transient errors, concurrency limits, ledger."""
 
     def __init__(self, lms: dict[str, LMConfig | str] | None = None, *, ledger: Ledger | None = None,
-                 cache: LMCache | bool | None = True, responder: Responder | None = None, seed: int = 0) -> None:
+                 cache: LMCache | bool | None = True, responder: Responder | None = None, seed: int = 0,
+                 cache_only: bool = False) -> None:
         configured = {k: parse_lm(v) for k, v in (lms or {}).items()}
         if "worker" not in configured:
             configured["worker"] = parse_lm(None)
@@ -198,6 +203,10 @@ class LMClient:
         self.cache: LMCache | None = LMCache() if cache is True else (cache or None)
         self.responder = responder
         self.seed = seed
+        self.cache_only = cache_only
+        """Answer from the cache or not at all: a call the cache cannot answer raises :class:`CacheMiss` and is
+        counted in :attr:`misses` (what a search's cost probe asks: how many answers a candidate still needs)."""
+        self.misses = 0
         self._sems: dict[str, threading.BoundedSemaphore] = {}
         self._shares: dict[str, ServerShare] = {}
         """Per model: the server time each request in flight gets (what the embedded model's rate is kept in)."""
@@ -281,6 +290,10 @@ class LMClient:
                 self.ledger.add(c)
                 self._note(alias, c)
                 return c
+        if self.cache_only:
+            with self._sem_lock:
+                self.misses += 1
+            raise CacheMiss("not in the answer cache (a cost probe sends nothing)", infrastructure=True)
         failed = first_incident()
         if failed is not None:
             # This example is unscored already (the provider failed it): more requests cannot change that.

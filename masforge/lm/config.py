@@ -95,9 +95,12 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
     if text == "local" or text.startswith("local:"):
         # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
         # One request at a time on llama-cpp-python's server (it serialises them); with llama.cpp's own, its slots.
+        # A server another masforge process shares with this one keeps its own slot count.
+        from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL
         from masforge.runtime.local_model.llama_server import local_slots
 
-        return LMConfig(model=text, max_concurrency=local_slots(), max_tokens=max_tokens, temperature=temperature,
+        slots = local_slots(text.partition(":")[2] or DEFAULT_LOCAL_MODEL)
+        return LMConfig(model=text, max_concurrency=slots, max_tokens=max_tokens, temperature=temperature,
                         timeout_s=LOCAL_TIMEOUT_S)
     if text == "fake" or text.startswith("fake:"):
         return LMConfig(model=text, max_concurrency=64, max_tokens=max_tokens, temperature=temperature)

@@ -362,7 +362,11 @@ def build_report(run: str | Path) -> ReportData:
 
     ranked = sorted(candidates, key=lambda c: (-c["fitness"], c["dollars_per_example"]))
     best = ranked[0] if ranked else None
-    best_new = next((c for c in ranked if not (c.get("seed") or c.get("strategy") == "seed")), None)
+    stated = (summary or {}).get("best_new", "absent")
+    if stated != "absent":  # the run's own word (a rediscovered seed is no new system)
+        best_new = next((c for c in ranked if isinstance(stated, dict) and c["id"] == stated.get("id")), None)
+    else:  # a run from before the summary kept it
+        best_new = next((c for c in ranked if not (c.get("seed") or c.get("strategy") == "seed")), None)
     focus = best_new or best  # the lineage of a seed is the seed alone: the best new system's says more
     scores = [c["score"] for c in candidates]
     median = statistics.median(scores) if scores else None

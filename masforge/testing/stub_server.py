@@ -24,6 +24,9 @@ it injected (``injected``) and the tokens of the answers it delivered (``deliver
     StubServer(faults=StubServer.uniform_faults(0.3))   # 30% of requests fail, spread over every kind
 
 ``python -m masforge.testing.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
+It also takes llama.cpp's server's flags (``--model <file> --alias <id> --parallel <slots> ...``) and answers its
+``GET /props`` with the slot count, so a script running it can stand in for that server (``$MASFORGE_LLAMA_SERVER``)
+in tests of the shared embedded-model server.
 """
 
 from __future__ import annotations
@@ -126,9 +129,11 @@ class _Handler(BaseHTTPRequestHandler):
         return path[3:] if path.startswith("/v1") else path
 
     def do_GET(self) -> None:
-        """``/v1/models`` lists the stub's model; ``/health`` says ok."""
+        """``/v1/models`` lists the stub's model; ``/health`` says ok; ``/props`` gives the slots, if it has some."""
         route = self._route()
-        if route == "/models":
+        if route == "/props" and self.server.stub.slots:
+            self._json(200, {"total_slots": self.server.stub.slots})
+        elif route == "/models":
             model = {"id": self.server.stub.model, "object": "model", "created": 0, "owned_by": "masforge-stub"}
             self._json(200, {"object": "list", "data": [model]})
         elif route == "/health":
@@ -278,7 +283,8 @@ class StubServer:
 
     ``faults`` maps kinds of :data:`FAULTS` to rates (their sum at most 1): each later request draws its fate
     from a generator seeded with ``fault_seed``. A hang lasts ``hang_s``; a long completion is ``long_chars``
-    characters; 429 and 500 faults carry ``Retry-After: fault_retry_after``.
+    characters; 429 and 500 faults carry ``Retry-After: fault_retry_after``. ``slots`` is the slot count
+    ``GET /props`` reports, as llama.cpp's server does (None: no such route).
     """
 
     def __init__(
@@ -298,6 +304,7 @@ class StubServer:
         hang_s: float = 2.0,
         long_chars: int = 200_000,
         fault_retry_after: float | None = 0.05,
+        slots: int | None = None,
     ) -> None:
         faults = dict(faults or {})
         unknown = [k for k in faults if k not in FAULTS]
@@ -312,6 +319,7 @@ class StubServer:
         self.latency_s = latency_s
         self.responder = responder
         self.model = model
+        self.slots = slots
         self.fail_first_n = fail_first_n
         self.fail_status = fail_status
         self.retry_after = retry_after
@@ -521,7 +529,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m masforge.testing.stub_server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--model", default="stub", help="model id listed by /v1/models")
+    parser.add_argument("--model", default="stub", help="model id listed by /v1/models (unless --alias names it)")
+    # llama.cpp's server's flags, so a script running the stub can stand in for it
+    parser.add_argument("--alias", default=None, help="model id listed by /v1/models, as llama-server takes it")
+    parser.add_argument("--parallel", type=int, default=None, help="slot count GET /props reports")
+    for ignored in ("--ctx-size", "--threads", "--threads-batch"):
+        parser.add_argument(ignored, type=int, default=None, help="taken as llama-server takes it, and ignored")
+    parser.add_argument("--no-webui", action="store_true", help="taken as llama-server takes it, and ignored")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each chat request takes from its arrival")
     parser.add_argument("--fail-first-n", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
@@ -531,7 +545,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     stub = StubServer(
         args.latency,
-        model=args.model,
+        model=args.alias or args.model,
+        slots=args.parallel,
         fail_first_n=args.fail_first_n,
         fail_status=args.fail_status,
         host=args.host,

@@ -22,13 +22,21 @@ import random
 from masforge.genome.graph import Wiring
 from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD
 from masforge.genome.schema import Agent, Genome
-from masforge.genome.validate import agent_signature
+from masforge.genome.validate import agent_signature, problems
 from masforge.search.operators.proposal import MAX_AGENTS
 
 REPAIR_ROUNDS = (2, 3)
 """Rounds of a new repair loop: the gate checks that many times, so at most one or two repairs."""
 ESCALATION_COPIES = (3, 5)
 """Samples an escalation draws when the first answer fails."""
+SAMPLE_COUNTS = (3, 5, 8, 10, 12)
+"""Samples a gate's sampled agent may draw (:func:`tune_execution`)."""
+TIER_TEMPERATURES = (0.5, 0.7, 0.9, 1.0)
+"""Temperatures sampled answers may be drawn at."""
+TIER_COPIES = (5, 8, 10)
+"""Samples a further escalation tier draws."""
+REPAIR_ROUNDS_RANGE = (2, 3, 4)
+"""Rounds a repair loop may run (:func:`tune_execution`)."""
 
 
 @functools.cache
@@ -225,6 +233,132 @@ def add_escalation(g: Genome, rng: random.Random) -> str | None:
     return f"add escalation of {source}: {g.agent(sampler).copies} samples when {first} fails"
 
 
+def _sampled_answerers(g: Genome, node: str) -> list[Agent]:
+    """The LM agents with several copies whose answers reach execute node ``node``."""
+    wiring = Wiring(g)
+    return [wiring.agents[p] for p in wiring.predecessors(node) if p != "input"
+            and wiring.agents[p].module != EXECUTE_MODULE and wiring.agents[p].copies > 1
+            and g.outputs[0] in agent_signature(g, wiring.agents[p], wiring).output_names]
+
+
+def effective_temperature(agent: Agent) -> float:
+    """The temperature ``agent``'s copies sample at (None on a sampled agent: the runtime's copies temperature)."""
+    from masforge.execution.standalone.system import COPIES_TEMPERATURE
+
+    return agent.temperature if agent.temperature else COPIES_TEMPERATURE
+
+
+def insert_escalation_tier(genome: Genome, gate: str, sampler: str, copies: int, temperature: float) -> tuple[str,
+                                                                                                          str]:
+    """One more tier behind ``gate`` (an execute node answering the output, routing nothing): on ``pass`` it
+    answers; on ``fail`` a copy of ``sampler`` draws ``copies`` new samples at ``temperature`` (another
+    temperature: the same prompt, sample numbers and temperature would draw the same answers again) and a new gate
+    picks among them and ``gate``'s pick. (new sampler, new gate)."""
+    src = genome.agent(sampler)
+    more = src.model_copy(deep=True)
+    more.id = fresh_id(genome, f"{sampler}_more")
+    more.copies, more.temperature = copies, temperature
+    more.signature = str(agent_signature(genome, src))
+    genome.agents.append(more)
+    last = fresh_id(genome, "last_check")
+    genome.agents.append(Agent(id=last, module=EXECUTE_MODULE))
+    topo = genome.topology
+    feeds = [a for a, b in topo.edges if b == sampler and a != sampler
+             and (a == "input" or genome.agent(a).module != EXECUTE_MODULE)]
+    topo.edges += [(gate, more.id), *((a, more.id) for a in feeds), (more.id, last), (gate, last), (last, "output")]
+    topo.conditions = {**topo.conditions, f"{gate} -> output": "pass", f"{gate} -> {more.id}": "fail"}
+    return more.id, last
+
+
+def add_escalation_tier(g: Genome, rng: random.Random) -> str | None:
+    """Escalate again where an escalation's last gate still fails: more samples, at another temperature, only
+    for the questions nothing so far passes (a deeper cascade; what is answered already costs nothing more)."""
+    if g.topology.aggregation == "judge" or len(g.agents) + 2 > MAX_AGENTS:
+        return None
+    places = [(gate, a) for gate in gates(g) if not _routes(g, gate) for a in _sampled_answerers(g, gate)]
+    if not places:
+        return None
+    gate, sampler = rng.choice(places)
+    temperature = rng.choice([t for t in TIER_TEMPERATURES if t != effective_temperature(sampler)])
+    more, last = insert_escalation_tier(g, gate, sampler.id, rng.choice(TIER_COPIES), temperature)
+    return f"add escalation tier behind {gate}: {g.agent(more).copies} samples at {temperature} when it fails"
+
+
+def tune_execution(g: Genome, rng: random.Random) -> str | None:
+    """Change one number inside an execution gene: the samples a gate's sampled agent draws, their temperature, or
+    the rounds of a repair loop."""
+    options: list[str] = []
+    sampled = {a.id: a for gate in (a.id for a in g.agents if a.module == EXECUTE_MODULE)
+               for a in _sampled_answerers(g, gate)}
+    if sampled:
+        options += ["copies", "temperature"]
+    edges = set(g.topology.edges)
+    loops = any(v == "fail" and (k.split(" -> ")[1], k.split(" -> ")[0]) in edges
+                for k, v in g.topology.conditions.items())  # a fail edge whose target feeds back: a repair loop
+    if loops:
+        options.append("rounds")
+    if not options:
+        return None
+    what = rng.choice(options)
+    if what == "rounds":
+        old = g.topology.rounds
+        g.topology.rounds = rng.choice([r for r in REPAIR_ROUNDS_RANGE if r != old])
+        return f"repair rounds {old} -> {g.topology.rounds}"
+    agent = sampled[rng.choice(sorted(sampled))]
+    if what == "copies":
+        old_copies = agent.copies
+        agent.copies = rng.choice([c for c in SAMPLE_COUNTS if c != old_copies])
+        return f"{agent.id}.copies {old_copies} -> {agent.copies}"
+    old_t = effective_temperature(agent)
+    agent.temperature = rng.choice([t for t in TIER_TEMPERATURES if t != old_t])
+    return f"{agent.id}.temperature {old_t} -> {agent.temperature}"
+
+
+def has_execution(genome: Genome) -> bool:
+    """Whether ``genome`` has an execution gene (an execute node)."""
+    return genome.kind == "config" and any(a.module == EXECUTE_MODULE for a in genome.agents)
+
+
+def answering_part(genome: Genome) -> list[str]:
+    """The LM agents that write the answer an execute node checks (the answering part of an execution gene), in
+    agent order; without execute nodes, the agents answering the output."""
+    checks = [a.id for a in genome.agents if a.module == EXECUTE_MODULE]
+    if not checks:
+        return answering_feeders(genome)
+    wiring = Wiring(genome)
+    feeding = {p for c in checks for p in wiring.predecessors(c) if p != "input"}
+    edges = set(genome.topology.edges)
+    repairers = {t for c in checks for t in feeding if (c, t) in edges and (t, c) in edges}  # they answer reports
+    return [a.id for a in genome.agents if a.id in feeding and a.id not in repairers and a.module != EXECUTE_MODULE
+            and genome.outputs[0] in agent_signature(genome, a, wiring).output_names]
+
+
+def graft(a: Genome, b: Genome, rng: random.Random) -> tuple[Genome, str] | None:
+    """A crossover of structures: ``a``'s execution part (its gates, escalations, repair loops, test writers) with
+    ``b``'s way of answering: the agents whose answers ``a``'s gates check take the module, role, instructions,
+    adapter and tools of ``b``'s first answering agent (all of them, only the greedy one or only the sampled ones),
+    keeping their copies, temperatures and wiring. None where ``a`` has no execute node or nothing changes."""
+    if b.kind != "config" or not has_execution(a):
+        return None
+    donors = answering_part(b)
+    targets = answering_part(a)
+    if not donors or not targets:
+        return None
+    donor = b.agent(donors[0])
+    groups = {"all": targets, "greedy": [t for t in targets if a.agent(t).copies == 1],
+              "sampled": [t for t in targets if a.agent(t).copies > 1]}
+    which = rng.choice([k for k, v in groups.items() if v])
+    child = a.model_copy(deep=True)
+    for t in groups[which]:
+        agent = child.agent(t)
+        agent.module, agent.role, agent.instructions = donor.module, donor.role, donor.instructions
+        agent.adapter, agent.tools, agent.max_iters = donor.adapter, list(donor.tools), donor.max_iters
+    if child.id == a.id or problems(child):
+        return None
+    return child, f"{which} answering agents of {a.name} ({', '.join(groups[which])}) answer as {b.name}'s " \
+                  f"{donor.id}"
+
+
 def add_test_writer(g: Genome, rng: random.Random) -> str | None:
     """Give the execute nodes a test writer (its asserts join the stated examples), creating a test gate over the
     answering agents if there is none. Only where the verdict or the pick can change: a gate that routes, sits
@@ -249,5 +383,6 @@ def add_test_writer(g: Genome, rng: random.Random) -> str | None:
 
 
 EXECUTION_EDITS = {"add_test_gate": add_test_gate, "add_repair_loop": add_repair_loop,
-                   "add_escalation": add_escalation, "add_test_writer": add_test_writer}
+                   "add_escalation": add_escalation, "add_test_writer": add_test_writer,
+                   "add_escalation_tier": add_escalation_tier, "tune_execution": tune_execution}
 """The execution and control edits by name (registered in :data:`masforge.search.operators.structural.EDITS`)."""

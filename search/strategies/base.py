@@ -195,7 +195,7 @@ class Strategy(ABC):
             while not ctx.should_stop():
                 ctx.generation += 1
                 before = ctx.evaluated
-                proposals = self.step(ctx)
+                proposals = ctx.cheapest_first(self.step(ctx))
                 for p in proposals:
                     if ctx.should_stop():
                         break

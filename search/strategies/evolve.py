@@ -21,10 +21,12 @@ from typing import Any
 import numpy as np
 
 from masforge.genome.diff import diff_genomes
+from masforge.genome.outline import outline
 from masforge.genome.schema import Genome
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.features import scaled_features
 from masforge.search.operators import structural
+from masforge.search.operators.execution import graft, has_execution
 from masforge.search.operators.prompting import layout
 from masforge.search.operators.proposal import starter_genome
 from masforge.search.population import Candidate
@@ -229,6 +231,17 @@ class EvolveSearch(MetaAgentStrategy):
 
     def _crossover(self, a: Candidate, b: Candidate, ctx: SearchContext, use_structural: bool) -> Proposal | None:
         if use_structural:
+            # A parent with an execution part hands it on, the other its way of answering (a graft), half the time
+            # it can; else agents' settings are crossed over a shared wiring.
+            exe, other = (a, b) if has_execution(a.genome) else (b, a)
+            if has_execution(exe.genome) and ctx.rng.random() < 0.5:
+                grafted = graft(exe.genome, other.genome, ctx.rng)
+                if grafted is not None:
+                    child, what = grafted
+                    child.name = f"{exe.genome.name.split('~')[0]}~{child.short_id[:6]}"
+                    child.metadata = {}
+                    child.description = f"{outline(child)} From {exe.genome.name}: {what}."
+                    return Proposal(child, [exe.id, other.id], "structural_crossover", what, info={"arm": "graft"})
             out = structural.crossover(a.genome, b.genome, ctx.rng)
             return None if out is None else Proposal(out[0], [a.id, b.id], "structural_crossover", out[1])
         return self.agent().crossover(a, b, ctx)

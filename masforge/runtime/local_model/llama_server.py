@@ -6,7 +6,9 @@ continuous batching. masforge builds it once per machine from the llama.cpp sour
 llama-cpp-python release vendors (the same model code, no other download) with ``masforge models
 build-server`` (``make llama-server``) and then uses it instead; without it everything works as before.
 
-``$MASFORGE_LLAMA_SERVER`` names a binary to use, or ``off`` to keep llama-cpp-python's server.
+``$MASFORGE_LLAMA_SERVER`` names a binary to use, or ``off`` to keep llama-cpp-python's server. It is also the
+testing seam: tests name a script that runs :mod:`masforge.testing.stub_server`, which takes llama-server's flags,
+in place of the real server (no model is loaded).
 ``$MASFORGE_LOCAL_SLOTS`` sets how many slots a started server runs (and so how many requests masforge sends it
 at once); a server named by ``$MASFORGE_LOCAL_API_BASE`` is asked how many it runs.
 """
@@ -110,11 +112,18 @@ def served_slots(api_base: str, timeout: float = 2.0) -> int | None:
     return _SERVED_SLOTS[root]
 
 
-def local_slots() -> int:
+def started_server_kind() -> tuple[str, int]:
+    """Which server masforge starts here and how many requests it decodes at once: llama.cpp's own with
+    :func:`configured_slots`, else llama-cpp-python's with one (it serialises requests)."""
+    return ("llama.cpp", configured_slots()) if server_binary() is not None else ("llama-cpp-python", 1)
+
+
+def local_slots(model: str | None = None) -> int:
     """How many requests masforge sends the embedded model at once: the slots of the server it uses.
 
-    A server named by ``$MASFORGE_LOCAL_API_BASE`` is asked (``GET /props``); one masforge starts runs
-    :func:`configured_slots` with llama.cpp's server and 1 with llama-cpp-python's (it serialises requests).
+    A server named by ``$MASFORGE_LOCAL_API_BASE`` is asked (``GET /props``); the shared server another masforge
+    process started for ``model`` says so in its record (:mod:`.registry`), so every process keeps to the slots
+    of the one server they share; else the server this process would start (:func:`started_server_kind`).
     """
     try:
         external = os.environ.get(EXTERNAL_ENV, "").strip()
@@ -122,7 +131,13 @@ def local_slots() -> int:
             served = served_slots(external)
             if served is not None:
                 return served
-        return configured_slots() if server_binary() is not None else 1
+        if model is not None:
+            from masforge.runtime.local_model.registry import recorded_slots
+
+            recorded = recorded_slots(model)
+            if recorded is not None:
+                return recorded
+        return started_server_kind()[1]
     except LocalModelError:
         return 1  # the bad setting is reported, in one line, when the server is started
 

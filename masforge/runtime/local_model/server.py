@@ -1,6 +1,6 @@
-"""The embedded model's server: a llama.cpp server process that masforge starts on a loopback port, watches and
-stops itself (its own session, ``SIGTERM`` from the kernel if masforge dies, stopped at interpreter exit), or an
-already-running server named by ``$MASFORGE_LOCAL_API_BASE``; one per model per process."""
+"""The embedded model's server: a llama.cpp server process started on a loopback port, watched and stopped by the
+process that started it (its own session, killed by the kernel if that process dies, stopped at interpreter exit).
+Which process that is, and how every masforge process on the machine shares one server, is :mod:`.shared`'s job."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from masforge.errors import LocalModelError
 from masforge.ports import free_port
 from masforge.runtime.local_model.catalog import (
     DEFAULT_LOCAL_MODEL,
-    EXTERNAL_API_BASE_ENV,
     LOCAL_API_KEY,
     LocalModelSpec,
     get_spec,
@@ -72,6 +71,14 @@ def require_llama_cpp() -> None:
             f"llama-cpp-python is installed without its server extras (missing {', '.join(missing)}):"
             " run `pip install 'llama-cpp-python[server]'`"
         )
+
+
+def preflight(spec: LocalModelSpec, cache: Path | None = None) -> Path:
+    """Check what starting a server for ``spec`` needs (llama-cpp-python with its server extras, unless llama.cpp's
+    own server runs; the pulled weights); return the GGUF path. Raises :class:`LocalModelError` naming the fix."""
+    if server_binary() is None:
+        require_llama_cpp()
+    return model_path(spec, cache=cache)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -176,6 +183,20 @@ def _served_models(api_base: str, timeout: float = 2.0) -> list[str]:
     if not isinstance(items, list):
         raise ValueError(f"GET {api_base}/models did not return an OpenAI model list")
     return [str(item.get("id")) for item in items if isinstance(item, dict)]
+
+
+def answers(api_base: str, timeout: float = 5.0) -> bool:
+    """Whether an HTTP server answers at ``api_base``'s root, with any status. A cheap route is asked, not
+    ``/v1/models``: llama-cpp-python's server answers that only once the generation in progress has ended."""
+    root = api_base.rstrip("/").removesuffix("/v1")
+    opener = _DIRECT if _is_loopback(root) else urllib.request.build_opener()
+    try:
+        with opener.open(urllib.request.Request(f"{root}/health"), timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True  # a 404 or 503 is an answer too
+    except (OSError, ValueError):
+        return False
 
 
 def _tail_summary(path: Path, lines: int = 6, limit: int = 400) -> str:
@@ -337,9 +358,8 @@ class LocalServer:
     # -- overridable pieces (tests substitute a fake server) ---------------------------------------
 
     def _preflight(self) -> Path:
-        """Check llama-cpp-python and the weights; return the GGUF path."""
-        require_llama_cpp()
-        return model_path(self.spec, cache=self.cache)
+        """Check what the server needs (:func:`preflight`); return the GGUF path."""
+        return preflight(self.spec, self.cache)
 
     def command(self, model_file: Path, port: int) -> list[str]:
         """The server command line: llama.cpp's own server when one is built (:mod:`.llama_server`), else
@@ -529,71 +549,3 @@ class LocalEndpoint:
     def litellm_kwargs(self) -> dict[str, str]:
         """``model``, ``api_base`` and ``api_key`` ready to splat into ``litellm.completion``."""
         return {"model": self.model, "api_base": self.api_base, "api_key": self.api_key}
-
-
-_SERVERS: dict[str, LocalServer] = {}
-_EXTERNAL: dict[tuple[str, str], LocalEndpoint] = {}
-_REGISTRY_LOCK = threading.Lock()
-
-
-def _external_endpoint(spec: LocalModelSpec, api_base: str) -> LocalEndpoint:
-    """Health-check a server the user started and pick the model id it serves."""
-    api_base = api_base.rstrip("/")
-    try:
-        ids = _served_models(api_base, timeout=5.0)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise LocalModelError(
-            f"{EXTERNAL_API_BASE_ENV}={api_base} does not answer GET /models ({reason}): start that server"
-            f" or unset {EXTERNAL_API_BASE_ENV}"
-        ) from exc
-    alias = spec.alias if (spec.alias in ids or not ids) else ids[0]
-    return LocalEndpoint(api_base=api_base, model=f"openai/{alias}", alias=alias)
-
-
-def ensure_local_server(name: str | LocalModelSpec = DEFAULT_LOCAL_MODEL) -> LocalEndpoint:
-    """The endpoint of the local model, starting its server on first use (thread-safe, one per model).
-
-    If ``$MASFORGE_LOCAL_API_BASE`` is set, that already-running server is health-checked and used instead
-    and nothing is started; its model id is the spec's alias if served, else the first id it lists.
-    """
-    spec = get_spec(name)
-    external = os.environ.get(EXTERNAL_API_BASE_ENV, "").strip()
-    with _REGISTRY_LOCK:
-        if external:
-            key = (spec.name, external)
-            if key not in _EXTERNAL:
-                _EXTERNAL[key] = _external_endpoint(spec, external)
-            return _EXTERNAL[key]
-        server = _SERVERS.get(spec.name)
-        if server is None or not server.running:
-            if server is not None:
-                server.stop()
-            server = LocalServer(spec)
-            _SERVERS[spec.name] = server
-            try:
-                server.start()
-            except BaseException:
-                _SERVERS.pop(spec.name, None)
-                raise
-        return server.endpoint()
-
-
-def running_servers() -> list[LocalServer]:
-    """Servers started by :func:`ensure_local_server` in this process that are still alive."""
-    with _REGISTRY_LOCK:
-        return [srv for srv in _SERVERS.values() if srv.running]
-
-
-def shutdown_local_servers(timeout: float = 10.0) -> None:
-    """Stop every server :func:`ensure_local_server` started in this process (each gets ``timeout`` s to end
-    after SIGTERM, then SIGKILL)."""
-    with _REGISTRY_LOCK:
-        servers = list(_SERVERS.values())
-        _SERVERS.clear()
-        _EXTERNAL.clear()
-    for server in servers:
-        server.stop(timeout)
-
-
-atexit.register(shutdown_local_servers)

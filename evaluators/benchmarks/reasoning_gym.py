@@ -1,5 +1,5 @@
 """reasoning-gym tasks (`rg:<family>`): procedural, seeded datasets of any size, generated on demand and scored by
-the family's own `score_answer`."""
+the family's own `score_answer` (so no loader, template or split plan: the factory builds the task itself)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from masforge.errors import DataError, TaskError
 from masforge.evaluators.answer_reading import answer_readings
 from masforge.evaluators.example import Example
+from masforge.evaluators.registry import task_factory
 from masforge.evaluators.score import Score
 from masforge.evaluators.task import SplitSource, Task
 
@@ -66,6 +67,9 @@ def reasoning_gym_families() -> list[tuple[str, str, str]]:
     return out
 
 
+@task_factory("rg:<family>", "any reasoning-gym family, e.g. rg:leg_counting (options: size, config; "
+              "`masforge tasks rg` lists them)",
+              "300 / 100 / 100 (60% / 20% / 20% of size, default 500)")
 def reasoning_gym_task(
     *,
     subset: str | None = None,
