@@ -42,10 +42,11 @@ import numpy as np  # noqa: E402
 from common import write_keeping_notes  # noqa: E402  (bench/ is the script's folder)
 
 import masforge  # noqa: E402
+from masforge.errors import MasforgeError  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.stats import paired_difference  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
-from masforge.genome.io import dump_genome, parse_genome_text, save_genome  # noqa: E402
+from masforge.genome.io import dump_genome, load_genome, parse_genome_text, save_genome  # noqa: E402
 from masforge.lm.client import LMClient, parse_lm  # noqa: E402
 from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
 from masforge.seeds import resolve_genome  # noqa: E402
@@ -144,6 +145,64 @@ def warm_seeds(args: argparse.Namespace) -> None:
         raise SystemExit(f"the seeds stopped ({result.stop_reason}): run the same command again to continue")
 
 
+def library_seeds(task: Any, args: argparse.Namespace) -> list[str]:
+    """Every shipped seed that applies to ``task`` (valid, with inputs the task can feed): the run's seeds first,
+    then ``--library-first`` (tried early so the race has a strong incumbent: the order changes only how many
+    examples a raced-out seed is scored on), then the rest by name."""
+    from masforge.evaluators.runner import input_mapping
+    from masforge.genome.validate import problems
+    from masforge.seeds import load_seed, seed_names
+
+    def applies(name: str) -> bool:
+        genome = load_seed(name)
+        try:
+            input_mapping(genome, task)
+        except MasforgeError:
+            return False
+        return not problems(genome)
+
+    first = [*seeds_for(args.task, args.seeds), *args.library_first]
+    order = list(dict.fromkeys([*first, *sorted(seed_names())]))
+    return [n for n in order if n in seed_names() and applies(n)]
+
+
+def library_stage(args: argparse.Namespace, task: Any, client: LMClient,
+                  test_cache: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Race every applicable shipped seed on the selection set (answers in the shared cache are free), as a search
+    races its seeds; the best (the race's incumbent) is scored on the test split: the reference a found system must
+    beat. Returns the library's row."""
+    names = library_seeds(task, args)
+    run_dir = Path(args.runs) / f"{args.task}-library"
+    summary = _summary(run_dir)
+    if summary is None or summary.get("stop_reason") not in FINISHED:
+        concurrency = parse_lm(args.lm).max_concurrency
+        if (run_dir / "config.yaml").is_file():
+            result = masforge.resume(run_dir, concurrency=concurrency, progress=args.progress)
+        else:
+            result = masforge.optimize(args.task, strategy="random", budget={"max_candidates": len(names)},
+                                       lm=args.lm, seeds=names, limit=args.limit, test_top_k=0,
+                                       concurrency=concurrency, output=args.runs, name=run_dir.name, seed=args.seed,
+                                       progress=args.progress)
+        if result.stop_reason in ("interrupted", "outage"):
+            shutdown_local_servers()
+            raise SystemExit(f"the library stopped ({result.stop_reason}): run the same command again to continue")
+        summary = _summary(run_dir)
+    assert summary is not None
+    from masforge.archive.store import Archive
+
+    archive = Archive.open(run_dir / summary["archive"])
+    seeds = [{"name": c["name"], "id": c["id"], "selection": c["score"], "n": c["n"], "raced_out": c["pruned"],
+              "calls_per_example": (c["llm_calls"] + c["cache_hits"]) / max(c["n"], 1)}
+             for c in summary["candidates"]]
+    best = next(c for c in summary["candidates"] if c["id"] == summary["incumbent"])
+    if best["id"] not in test_cache:
+        test_cache[best["id"]] = test_scores(task, client, archive.genome(best["id"]), args.test_limit)
+    return {"seeds": seeds, "best": {"name": best["name"], "id": best["id"], "selection": best["score"],
+                                     "test": float(np.mean(list(test_cache[best["id"]].values()))),
+                                     "yaml": _genome_text(archive.genome(best["id"]))},
+            "new_calls": summary["spend"].get("llm_calls", 0)}
+
+
 def _value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -170,7 +229,10 @@ def read_run(run_dir: Path) -> dict[str, Any]:
 
 
 def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: Any, client: LMClient,
-                 seed_test: dict[str, dict[str, float]]) -> dict[str, Any]:
+                 seed_test: dict[str, dict[str, float]], library: dict[str, Any]) -> dict[str, Any]:
+    """One strategy's row: its best new system (never a seed, never a seed it rebuilt under other agent names)
+    against the run's best seed and the library's best on the test split, paired; what it spent; how many of its
+    candidates were scored for free or raced out; the edits that made its best system."""
     run = read_run(run_dir)
     summary, cands = run["summary"], run["order"]
     from masforge.archive.store import Archive
@@ -178,12 +240,14 @@ def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: A
     archive = Archive.open(run_dir / summary["archive"])
     complete = [c for c in cands if not c["pruned"]]
     seeds = sorted((c for c in complete if c["seed"]), key=lambda c: -c["fitness"])
-    found = sorted((c for c in complete if not c["seed"]), key=lambda c: -c["fitness"])
-    row: dict[str, Any] = {"strategy": strategy, "candidates": len(cands),
+    found = sorted((c for c in complete if not c["seed"] and not c.get("rediscovers")), key=lambda c: -c["fitness"])
+    row: dict[str, Any] = {"strategy": strategy, "commit": _commit(), "candidates": len(cands),
                            "proposals": sum(not c["seed"] for c in cands),
                            "race_drops": summary["stats"].get("race_drops", 0),
+                           "free": summary["stats"].get("free", 0),
                            "rejected": summary["stats"].get("rejected", 0),
                            "duplicates": summary["stats"].get("duplicates", 0),
+                           "rediscovered": sorted({c["rediscovers"] for c in cands if c.get("rediscovers")}),
                            "calls": summary["spend"].get("llm_calls", 0),
                            # answers read from the cache, per candidate: the ledger's own count starts at 0 in
                            # each session of a resumed run
@@ -198,7 +262,9 @@ def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: A
     if best_seed["id"] not in seed_test:
         seed_test[best_seed["id"]] = test_scores(task, client, archive.genome(best_seed["id"]), args.test_limit)
     row["best_seed"]["test"] = float(np.mean(list(seed_test[best_seed["id"]].values())))
-    beat = next((c for c in cands if not c["seed"] and not c["pruned"] and c["score"] > best_seed["score"]), None)
+    bar = max(best_seed["score"], library["best"]["selection"])
+    beat = next((c for c in cands if not c["seed"] and not c.get("rediscovers") and not c["pruned"]
+                 and c["score"] > bar), None)
     row["calls_to_beat"] = run["spent"].get(beat["id"]) if beat else None
     if found:
         top = found[0]
@@ -207,10 +273,38 @@ def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: A
         check = paired(scores, seed_test[best_seed["id"]])
         row["found"] = {"id": top["id"], "name": top["name"], "selection": top["score"], "fitness": top["fitness"],
                         "operator": top["operator"], "test": check["found"], "check": check,
-                        "yaml": _genome_text(genome)}
+                        "versus_library": paired(scores, seed_test[library["best"]["id"]]),
+                        "stack": edit_stack(archive, top["id"]), "yaml": _genome_text(genome)}
         gain = check["diff"]
         row["break_even"] = row["calls"] / gain if gain > 0 else None
     return row
+
+
+def edit_stack(archive: Any, gid: str) -> list[str]:
+    """The edits from a seed to ``gid``, oldest first (the first parent's line; a crossover names its edit)."""
+    stack: list[str] = []
+    seen: set[str] = set()
+    while gid and gid not in seen:
+        seen.add(gid)
+        rec = archive.get(gid)
+        if rec.operator == "seed" or not rec.parents:
+            stack.append(f"seed {rec.name}")
+            break
+        stack.append(rec.rationale or rec.operator)
+        gid = rec.parents[0]
+    return list(reversed(stack))
+
+
+def _commit() -> str:
+    """The commit the benchmark runs at (the short hash of the checkout holding this script)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
 
 
 def _genome_text(genome: Any) -> str:
@@ -240,7 +334,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test-limit", type=int, default=None, help="held-out examples (default: all)")
     parser.add_argument("--decisive-limit", type=int, default=None,
                         help="test examples of the best found overall's check against the best seed (default: all)")
-    parser.add_argument("--reference", default="sample_and_test", help="the team's own design to compare with")
+    parser.add_argument("--library-first", nargs="*", default=["escalate", "sample_and_test", "codet", "self_debug"],
+                        help="library seeds raced early (a strong incumbent early drops weak seeds sooner)")
+    parser.add_argument("--headroom", action="store_true",
+                        help="measure the headroom of the answer pool on the test split (bench/headroom.py)")
     parser.add_argument("--transfer", default=None, help="a second task's test split for the best found overall")
     parser.add_argument("--transfer-limit", type=int, default=None)
     parser.add_argument("--seeds", nargs="+", default=None,
@@ -261,51 +358,78 @@ def main(argv: list[str] | None = None) -> None:
     task = get_task(args.task)
     client = LMClient({"worker": parse_lm(args.lm)})
     seed_test: dict[str, dict[str, float]] = {}
+    old = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    # Rows of strategies not run this time are kept (each says the commit it ran at).
+    kept = [r for r in old.get("rows", []) if r["strategy"] not in args.strategies and r.get("commit")]
     state: dict[str, Any] = {"task": args.task, "command": _command_args(args.argv), "date": time.strftime("%Y-%m-%d"),
-                             "settings": _settings(args), "rows": [], "strategies": args.strategies}
+                             "settings": _settings(args), "rows": kept,
+                             "strategies": list(dict.fromkeys([*(r["strategy"] for r in kept), *args.strategies]))}
+    state["library"] = library_stage(args, task, client, seed_test)
+    _save(state_path, state)
     warm_seeds(args)
     for strategy in args.strategies:
         run_dir = run_strategy(args, strategy)
         state["rows"] = [r for r in state["rows"] if r["strategy"] != strategy]
-        state["rows"].append(strategy_row(args, strategy, run_dir, task, client, seed_test))
+        state["rows"].append(strategy_row(args, strategy, run_dir, task, client, seed_test, state["library"]))
         _save(state_path, state)
         write_markdown(out, data_dir)
-    rows = [r for r in state["rows"] if r.get("found")]
-    # The decisive check is for a system the search would hand over: one above the best seed on the selection set.
-    # A best found at or below it leaves the seed as the search's answer (its incumbent), and nothing to check.
-    above = [r for r in rows if r["found"]["selection"] > r["best_seed"]["selection"]]
-    if not above:
-        state.pop("decisive", None)
-    if rows and not above:
-        best = max(rows, key=lambda r: r["found"]["fitness"])
-        state["overall"] = {"strategy": best["strategy"], "name": best["found"]["name"], "id": best["found"]["id"],
-                            "selection": best["found"]["selection"], "kept_seed": best["best_seed"]["name"]}
-        _save(state_path, state)
-        write_markdown(out, data_dir)
-    rows = above
-    if rows:
-        best = max(rows, key=lambda r: r["found"]["fitness"])  # by selection, never by test
-        found = parse_genome_text(best["found"]["yaml"], "discovered", "yaml")
-        seed = _genome_by_id(args, best["strategy"], best["best_seed"]["id"])
-        state["overall"] = {"strategy": best["strategy"], "name": found.name, "id": found.id,
-                            "selection": best["found"]["selection"]}
-        found_all = test_scores(task, client, found, args.decisive_limit)
-        seed_all = test_scores(task, client, seed, args.decisive_limit)
-        state["decisive"] = paired(found_all, seed_all) | {"seed_name": seed.name, "limit": args.decisive_limit}
-        if args.reference:
-            ref = resolve_genome(args.reference)
-            state["reference"] = paired(found_all, test_scores(task, client, ref, args.decisive_limit)) | {
-                "name": ref.name}
-        if args.transfer:
-            other = get_task(args.transfer)
-            state["transfer"] = paired(test_scores(other, client, found, args.transfer_limit),
-                                       test_scores(other, client, seed, args.transfer_limit)) | {"task": args.transfer}
-        target = out.parent / "discovered" / f"{args.task}.yaml"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        save_genome(found, target)
-        _save(state_path, state)
-        write_markdown(out, data_dir)
+    decisive_checks(args, state, task, client)
+    if args.headroom:
+        from headroom import headroom  # noqa: PLC0415  (bench/ is the script's folder)
+
+        genomes = [resolve_genome("io"), parse_genome_text(state["library"]["best"]["yaml"], "library", "yaml")]
+        if state.get("overall") and not state["overall"].get("kept_seed"):
+            genomes.append(load_genome(out.parent / "discovered" / f"{args.task}.yaml"))
+        state["headroom"] = headroom(task, client, genomes, split="test", limit=args.decisive_limit)
+    _save(state_path, state)
+    write_markdown(out, data_dir)
     print(out.read_text(), flush=True)
+
+
+def decisive_checks(args: argparse.Namespace, state: dict[str, Any], task: Any, client: LMClient) -> None:
+    """The best new system overall (by selection score, never by test score) against the library's best and against
+    io on the whole test split, and transferred to ``--transfer``'s test split; written to
+    ``bench/results/discovered/<task>.yaml``. A best found that is not above the library's best on the selection
+    set leaves the library's seed as the search's answer, and nothing to check."""
+    out = Path(args.out)
+    rows = [r for r in state["rows"] if r.get("found")]
+    lib = state["library"]["best"]
+    above = [r for r in rows if r["found"]["selection"] > lib["selection"]]
+    state.pop("decisive", None)
+    state.pop("versus_io", None)
+    state.pop("transfer", None)
+    if not above:
+        if rows:
+            best = max(rows, key=lambda r: r["found"]["fitness"])
+            state["overall"] = {"strategy": best["strategy"], "name": best["found"]["name"],
+                                "id": best["found"]["id"], "selection": best["found"]["selection"],
+                                "kept_seed": lib["name"]}
+        return
+    best = max(above, key=lambda r: r["found"]["fitness"])  # by selection, never by test
+    found = parse_genome_text(best["found"]["yaml"], "discovered", "yaml")
+    library = parse_genome_text(lib["yaml"], "library", "yaml")
+    io = resolve_genome("io")
+    state["overall"] = {"strategy": best["strategy"], "name": found.name, "id": found.id,
+                        "selection": best["found"]["selection"], "stack": best["found"].get("stack", [])}
+    found_all = test_scores(task, client, found, args.decisive_limit)
+    state["decisive"] = paired(found_all, test_scores(task, client, library, args.decisive_limit)) | {
+        "seed_name": library.name, "limit": args.decisive_limit}
+    state["versus_io"] = paired(found_all, test_scores(task, client, io, args.decisive_limit)) | {"name": io.name}
+    if args.transfer:
+        other = get_task(args.transfer)
+        there = test_scores(other, client, found, args.transfer_limit)
+        other_state = out.parent / "discovery" / f"{args.transfer}.json"
+        other_lib = (json.loads(other_state.read_text()).get("library") or {}).get("best") \
+            if other_state.is_file() else None
+        ref = parse_genome_text(other_lib["yaml"], "library", "yaml") if other_lib else library
+        state["transfer"] = {
+            "task": args.transfer,
+            "versus_io": paired(there, test_scores(other, client, io, args.transfer_limit)) | {"name": io.name},
+            "versus_library": paired(there, test_scores(other, client, ref, args.transfer_limit)) | {
+                "name": ref.name}}
+    target = out.parent / "discovered" / f"{args.task}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    save_genome(found, target)
 
 
 def _genome_by_id(args: argparse.Namespace, strategy: str, gid: str) -> Any:
@@ -388,57 +512,80 @@ def _credit_line(row: dict[str, Any]) -> str:
 def task_section(state: dict[str, Any]) -> list[str]:
     task = state["task"]
     lines = [f"## {task}", "", f"`python bench/discovery.py {state['command']}`, {state['date']}. {state['settings']}",
-             "", "| strategy | best seed (sel / test) | best found (sel / test) | found - seed on test [95% CI] | "
-             "calls to beat seed | LM calls | cached | break-even | candidates (raced out) | minutes |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             ""]
+    lib = state.get("library")
+    if lib:
+        b = lib["best"]
+        lines += [f"**The library.** Every shipped seed that applies, raced on the selection set as a search races its "
+                  f"seeds ({lib['new_calls']} new LM calls; the rest from the answer cache). Best: `{b['name']}` "
+                  f"{b['selection']:.3f} on selection, {b['test']:.3f} on the test split: the reference below.", "",
+                  "| seed | selection | examples | raced out | LM calls / example |", "|---|---:|---:|---|---:|"]
+        for x in sorted(lib["seeds"], key=lambda x: (x["raced_out"], -x["selection"])):
+            lines.append(f"| {x['name']} | {x['selection']:.3f} | {x['n']} | {'yes' if x['raced_out'] else ''} | "
+                         f"{x['calls_per_example']:.1f} |")
+        lines.append("")
+    lines += ["| strategy | best found (sel / test) | found - library best on test [95% CI] | found - run's best seed "
+              "[95% CI] | calls to pass the library | LM calls | cached | candidates (free / raced out) | minutes |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in state["rows"]:
-        bs, f = r.get("best_seed"), r.get("found")
-        seed_txt = f"{bs['name']} {bs['selection']:.3f} / {bs['test']:.3f}" if bs else "-"
+        f = r.get("found")
         found_txt = f"{f['name']} {f['selection']:.3f} / {f['test']:.3f}" if f else "-"
         beat = r.get("calls_to_beat")
-        even = r.get("break_even")
-        lines.append(f"| {r['strategy']} | {seed_txt} | {found_txt} | {_ci(f['check'] if f else None)} | "
-                     f"{'-' if beat is None else beat} | {r['calls']} | {r['cached']} | "
-                     f"{'-' if even is None else f'{even:,.0f}'} | {r['candidates']} ({r['race_drops']}) | "
+        lines.append(f"| {r['strategy']} | {found_txt} | {_ci(f.get('versus_library') if f else None)} | "
+                     f"{_ci(f['check'] if f else None)} | {'-' if beat is None else beat} | {r['calls']} | "
+                     f"{r['cached']} | {r['candidates']} ({r.get('free', 0)} / {r['race_drops']}) | "
                      f"{r['minutes']:.0f} |")
-    lines += ["", "`calls to beat seed`: LM calls the search had made when a proposal first scored above the best seed "
-              "on the whole selection set. `break-even`: LM calls spent searching divided by the gain per example on "
-              "the test split (the LM calls each extra solved problem cost; `-` where there is no gain). `cached`: "
-              "answers read from the answer cache instead of generated.", "",
-              "Operator credit (children that beat their parent / children made, most used first):", ""]
-    lines += [f"- {r['strategy']}: {_credit_line(r)}" for r in state["rows"]]
+    lines += ["", "`found`: the best new system by selection score (never a seed, nor a seed rebuilt under other agent "
+              "names: those are listed below as rediscovered). `calls to pass the library`: LM calls the search had "
+              "made when a new system first scored above the library's best on the whole selection set. `cached`: "
+              "answers read from the answer cache instead of generated. `free`: new systems scored with no new LM "
+              "call. "
+              "Each row ran at the commit it names; every strategy starts from the same seeds, budget and answer "
+              "cache.", "", "Per strategy (commit; operator credit: children that beat their parent / children made; "
+              "rediscovered seeds; the edits that made its best system):", ""]
+    for r in state["rows"]:
+        stack = " > ".join((r.get("found") or {}).get("stack") or []) or "-"
+        redis = ", ".join(r.get("rediscovered") or []) or "none"
+        lines.append(f"- {r['strategy']} ({r.get('commit') or '?'}): {_credit_line(r)}; rediscovered: {redis}; "
+                     f"best: {stack}")
     lines.append("")
-    if state.get("overall") and state["overall"].get("kept_seed"):
-        o = state["overall"]
+    o = state.get("overall")
+    if o and o.get("kept_seed"):
         lines += [f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} ({o['selection']:.3f} "
-                  f"on the selection set), not above the best seed `{o['kept_seed']}` there: the search's answer "
-                  "stays the seed, so there is no found system to check on the whole test split.", "",
-                  f"**Verdict ({task}):** no system found by the search beat the best seed on the selection set.", ""]
-    elif state.get("overall"):
-        o = state["overall"]
+                  f"on the selection set), not above the library's best `{o['kept_seed']}` there: the search's answer "
+                  "stays that seed, so there is no found system to check on the whole test split.", "",
+                  f"**Verdict ({task}):** no system found by the search beat the library's best seed on the selection "
+                  "set.", ""]
+    elif o and state.get("decisive"):
         lines.append(f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} "
-                     f"({o['selection']:.3f} on the selection set), in `bench/results/discovered/{task}.yaml`.")
+                     f"({o['selection']:.3f} on the selection set), in `bench/results/discovered/{task}.yaml`; "
+                     f"made by: {' > '.join(o.get('stack') or []) or '-'}.")
         lines.append("")
         limit = state["decisive"].get("limit")
         split = "the whole" if limit is None else f"the first {limit} of the"
-        lines.append("- " + _check_line(f"Against the best seed on {split} {task} test split", state["decisive"],
-                                        o["name"], state["decisive"]["seed_name"]))
-        if state.get("reference"):
-            lines.append("- " + _check_line("Against the team's own design on the same split", state["reference"],
-                                            o["name"], state["reference"]["name"]))
-        if state.get("transfer"):
-            t = state["transfer"]
-            lines.append("- " + _check_line(f"Transfer to the {t['task']} test split", t, o["name"],
-                                            state["decisive"]["seed_name"]))
+        lines.append("- " + _check_line(f"Against the library's best on {split} {task} test split",
+                                        state["decisive"], o["name"], state["decisive"]["seed_name"]))
+        if state.get("versus_io"):
+            lines.append("- " + _check_line("Against io on the same split", state["versus_io"], o["name"], "io"))
+        t = state.get("transfer")
+        if t:
+            lines.append("- " + _check_line(f"Transfer to the {t['task']} test split, against io", t["versus_io"],
+                                            o["name"], "io"))
+            lines.append("- " + _check_line(f"Transfer to the {t['task']} test split, against the library's best there",
+                                            t["versus_library"], o["name"], t["versus_library"]["name"]))
         d = state["decisive"]
         lines += ["", f"**Verdict ({task}):** " + (
-            f"the search found a system better than the best seed on held-out data (CI above 0, {d['n']} examples)."
-            if d["low"] > 0 else
-            f"no system found by the search is shown better than the best seed on held-out data ({d['n']} examples)."),
-            ""]
+            f"the search found a system better than the library's best seed on held-out data (CI above 0, {d['n']} "
+            "examples)." if d["low"] > 0 else
+            f"no system found by the search is shown better than the library's best seed on held-out data ({d['n']} "
+            "examples)."), ""]
     else:
-        todo = [s for s in state["strategies"] if s not in {r["strategy"] for r in state["rows"]}]
+        todo = [x for x in state["strategies"] if x not in {r["strategy"] for r in state["rows"]}]
         lines += [f"**Status: not finished.** Still to run: {', '.join(todo) or 'the final checks'}.", ""]
+    if state.get("headroom"):
+        from headroom import headroom_table  # noqa: PLC0415  (bench/ is the script's folder)
+
+        lines += ["**Headroom** (test split, from the answer pool):", "", *headroom_table(state["headroom"]), ""]
     lines += [f"![best selection score so far per strategy](discovery_{task}.svg)", ""]
     return lines
 

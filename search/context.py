@@ -40,7 +40,7 @@ from masforge.genome.validate import problems
 from masforge.lm.budget import Budget, Stop, Usage
 from masforge.lm.client import LMClient
 from masforge.search import events as ev
-from masforge.search.costing import CostProbe, cheapest_first
+from masforge.search.costing import COSTS_FILE, CostProbe, cheapest_first
 from masforge.search.credit import Credit
 from masforge.search.events import Event, make_event
 from masforge.search.fitness import Fitness
@@ -154,7 +154,7 @@ class SearchContext:
         candidate scored on the whole set beats it there (see :meth:`_consider`)."""
         self.race_drops = 0
         """Candidates a race stopped early because they were already worse than the incumbent."""
-        self.costs = CostProbe(evaluator)
+        self.costs = CostProbe(evaluator, run_dir / COSTS_FILE if run_dir is not None else None)
         """What proposals will cost before they run (dry runs on the answer cache)."""
         self.credit = Credit()
         """Which operators and agents made systems better (see :mod:`masforge.search.credit`)."""
@@ -503,8 +503,7 @@ class SearchContext:
         fresh = [p for p in proposals if p.genome.id not in self.by_id]
         if len(fresh) < 2:
             return proposals
-        replayed = {str(row.get("id")): i for i, row in enumerate(self.expected)} if self.replaying else {}
-        order = cheapest_first([p.genome for p in fresh], self.costs, replayed)
+        order = cheapest_first([p.genome for p in fresh], self.costs)
         known = [p for p in proposals if p.genome.id in self.by_id]
         return known + [fresh[i] for i in order]
 

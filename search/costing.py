@@ -10,13 +10,18 @@ candidate with no miss is *free*. Strategies try free and cheap candidates befor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from masforge.errors import MasforgeError
 from masforge.evaluators.runner import Evaluator
 from masforge.genome.schema import Genome
 from masforge.lm.client import LMClient
 from masforge.lm.ledger import Ledger
+
+COSTS_FILE = "costs.jsonl"
+"""The run folder's record of the costs its probes found."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,21 @@ class Cost:
 class CostProbe:
     """Dry runs of genomes on ``evaluator``'s examples, answered from its client's answer cache only."""
 
-    def __init__(self, evaluator: Evaluator) -> None:
+    def __init__(self, evaluator: Evaluator, path: Path | None = None) -> None:
         self.evaluator = evaluator
+        self.path = path
+        """Where the costs found are kept (one JSON line each), so a resumed run decides on the costs the stopped
+        run saw: probed again, a proposal whose answers were paid for later in the run would look free."""
         self.known: dict[str, Cost] = {}
-        """Costs found, by genome id (a free answer stays free: answers are never dropped from the cache)."""
+        """Costs found, by genome id: each genome is probed once in a run."""
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self.known[str(row["id"])] = Cost(int(row["cached"]), int(row["missing"]),
+                                                      int(row["examples_missing"]))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a kill: that genome is probed again
 
     def usable(self) -> bool:
         """Whether probing can tell anything: the run keeps an answer cache and evaluates in this process."""
@@ -49,7 +65,7 @@ class CostProbe:
         """What ``genome`` still needs on the selection examples (None: it cannot be probed, e.g. it does not
         compile; the real evaluation will say why)."""
         known = self.known.get(genome.id)
-        if known is not None and known.free:
+        if known is not None:
             return known
         source = self.evaluator.client
         client = LMClient(source.lms, ledger=Ledger(), cache=source.cache, responder=source.responder,
@@ -64,19 +80,18 @@ class CostProbe:
         found = Cost(cached=report.cache_hits, missing=client.misses,
                      examples_missing=sum(1 for e in report.examples if e.unscored))
         self.known[genome.id] = found
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"id": genome.id, **asdict(found)}) + "\n")
         return found
 
 
-def cheapest_first(proposals: list[Genome], probe: CostProbe, replayed: dict[str, int]) -> list[int]:
-    """The order to try ``proposals`` in (indices): those a replayed run admitted first, in its order (the cache
-    holds their answers now, so probing them again would not tell the order the run chose); then free ones, then
-    by missing answers, ties in the order proposed; a proposal that cannot be probed last."""
+def cheapest_first(proposals: list[Genome], probe: CostProbe) -> list[int]:
+    """The order to try ``proposals`` in (indices): free ones first, then by missing answers, ties in the order
+    proposed; a proposal that cannot be probed last."""
 
-    def key(i: int) -> tuple[int, float, int]:
-        genome = proposals[i]
-        if genome.id in replayed:
-            return (0, replayed[genome.id], i)
-        cost = probe.cost(genome)
-        return (1, float("inf") if cost is None else cost.missing, i)
+    def key(i: int) -> tuple[float, int]:
+        cost = probe.cost(proposals[i])
+        return (float("inf") if cost is None else cost.missing, i)
 
     return sorted(range(len(proposals)), key=key)

@@ -46,20 +46,29 @@ def _candidates(tmp_path: Path) -> int:
                for line in events.read_text().splitlines())
 
 
+def state_best(tmp_path: Path) -> str:
+    """The library's best seed as the state file names it."""
+    state = json.loads((tmp_path / "discovery" / "humaneval.json").read_text())
+    return f"Best: `{state['library']['best']['name']}`"
+
+
 def test_discovery_reports_every_stage_and_goes_on_from_finished_runs(tmp_path: Path) -> None:
     first = _run(tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     md = (tmp_path / "discovery.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith(("| random |", "| evolve |"))]
-    assert len(rows) == 2 and all(len(r.split("|")) == 12 for r in rows)  # one row per strategy, every column
-    assert "## humaneval" in md and "calls to beat seed" in md and "Operator credit" in md
+    assert len(rows) == 2 and all(len(r.split("|")) == 11 for r in rows)  # one row per strategy, every column
+    assert "## humaneval" in md and "calls to pass the library" in md and "operator credit" in md
+    # the reference is the whole library: every applicable shipped seed raced, the best named
+    assert "**The library.**" in md and "| escalate |" in md and "| io |" in md
+    assert state_best(tmp_path) in md
     state = json.loads((tmp_path / "discovery" / "humaneval.json").read_text())
     assert [r["strategy"] for r in state["rows"]] == ["random", "evolve"]
     if state.get("overall", {}).get("kept_seed"):  # nothing above the best seed on selection: nothing to check
-        assert "the search's answer stays the seed" in md and "decisive" not in state
-        assert "**Verdict (humaneval):** no system found by the search beat the best seed" in md
+        assert "the search's answer stays that seed" in md and "decisive" not in state
+        assert "**Verdict (humaneval):** no system found by the search beat the library's best seed" in md
     elif state.get("overall"):  # the fake LM may find nothing better than its seeds
-        assert "Against the best seed on the whole humaneval test split" in md
+        assert "Against the library's best on the whole humaneval test split" in md
         assert "Transfer to the mbpp test split" in md and "**Verdict (humaneval):**" in md
         assert (tmp_path / "discovered" / "humaneval.yaml").is_file()
     assert str(tmp_path) not in md  # the command line keeps no path of the machine that ran it

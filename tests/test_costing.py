@@ -13,6 +13,7 @@ from masforge.lm.cache import LMCache
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
 from masforge.search.context import Proposal, SearchContext
+from masforge.search.costing import CostProbe
 from masforge.seeds import load_seed
 from masforge.testing import chat_reply
 
@@ -40,9 +41,10 @@ def test_a_probe_sends_nothing_and_tells_free_from_paid(tmp_path: Path) -> None:
     assert sent == [] and ctx.client.ledger.calls == 0  # a probe never reaches the provider nor the ledger
     ctx.try_submit(Proposal(io, [], "seed"))
     assert len(sent) == 4
-    after = ctx.costs.cost(io)
+    assert ctx.costs.cost(io) == before  # probed once in a run: a resumed run decides on the same costs
+    after = CostProbe(ctx.evaluator).cost(io)
     assert after is not None and after.free and after.cached == 4
-    cot = ctx.costs.cost(load_seed("cot"))
+    cot = CostProbe(ctx.evaluator).cost(load_seed("cot"))
     assert cot is not None and cot.missing == 4  # another prompt: nothing of io's answers helps it
     assert len(sent) == 4
 
@@ -58,3 +60,15 @@ def test_free_candidates_are_tried_first(tmp_path: Path) -> None:
     order = ctx.cheapest_first([paid, Proposal(twin_free, [io.id], "mutate")])
     assert [p.genome.id for p in order] == [twin_free.id, paid.genome.id]
     assert ctx.costs.known[twin_free.id].free and not ctx.costs.known[paid.genome.id].free
+
+
+def test_a_resumed_run_reads_the_costs_its_probes_found(tmp_path: Path) -> None:
+    sent: list[str] = []
+    ctx = _ctx(tmp_path, sent)
+    record = tmp_path / "costs.jsonl"
+    first = CostProbe(ctx.evaluator, record).cost(load_seed("io"))
+    ctx.try_submit(Proposal(load_seed("io"), [], "seed"))  # now io's answers are cached
+    again = CostProbe(ctx.evaluator, record)
+    assert again.cost(load_seed("io")) == first and not first.free
+    record.write_text(record.read_text() + '{"id": "cut by a ki')  # a kill mid-line loses only that line
+    assert CostProbe(ctx.evaluator, record).cost(load_seed("io")) == first

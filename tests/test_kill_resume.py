@@ -41,7 +41,11 @@ def test_resume_replays_the_same_candidates_without_writing_them_twice(tmp_path:
                                     "test_top_k": 0, "output": str(tmp_path / "runs"), "name": name, "seed": 4,
                                     "budget": {"max_candidates": n}})
 
+    # Each search has an answer cache of its own: which proposals are free (tried first) depends on what the cache
+    # holds, so the uninterrupted run must start from the same empty cache the stopped one did.
+    monkeypatch.setenv("MASFORGE_LM_CACHE", str(tmp_path / "whole.sqlite"))
     whole = run_search(cfg("whole", 14), progress=False)
+    monkeypatch.setenv("MASFORGE_LM_CACHE", str(tmp_path / "parts.sqlite"))
     first = run_search(cfg("parts", 14).model_copy(update={"budget": cfg("x", 6).budget}), progress=False)
     assert len(first.candidates) == 6
     resumed = run_search(RunConfig.from_data({"task": "x", "budget": {"max_candidates": 14}}),

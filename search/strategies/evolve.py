@@ -101,7 +101,7 @@ class EvolveSearch(MetaAgentStrategy):
     def __init__(self, population_size: int = 6, selection: str = "tournament", tournament_k: int = 3,
                  structural_rate: float = 0.3, crossover_rate: float = 0.2, offspring: int = 2,
                  diversity_weight: float = 0.1, memory_notes: int = 6, adaptive: bool = True, ablate: bool = True,
-                 **options: Any) -> None:
+                 scouts: int = 2, **options: Any) -> None:
         """Options of evolve.
 
         Args:
@@ -117,12 +117,19 @@ class EvolveSearch(MetaAgentStrategy):
             adaptive: pick structural edits by their observed success in this run (a bandit; see
                 :mod:`masforge.search.credit`) and the failure kinds of the parent; False: uniform draws.
             ablate: re-score parents with each agent dropped and feed the per-agent credit to the edits.
+            scouts: extra children proposed per step that are evaluated only if they are free (every answer they
+                need already in the answer cache, found by a dry run): recombinations of answers already paid for
+                cost nothing but sandbox time. Of the children that need new LM calls, the ``offspring`` cheapest
+                are evaluated.
         """
         super().__init__(**options)
         for option, value in (("population_size", population_size), ("offspring", offspring),
                               ("tournament_k", tournament_k)):
             if value < 1:
                 raise bad_option(option, f"must be at least 1, got {value}")
+        if scouts < 0:
+            raise bad_option("scouts", f"must be at least 0, got {scouts}")
+        self.scouts = scouts
         for option, rate in (("structural_rate", structural_rate), ("crossover_rate", crossover_rate)):
             if not 0.0 <= rate <= 1.0:
                 raise bad_option(option, f"must be a probability between 0 and 1, got {rate}")
@@ -160,16 +167,28 @@ class EvolveSearch(MetaAgentStrategy):
                 parent = ctx.by_id[prop.parents[0]]
                 prop.info.update(parent=parent, edit=describe_edit(parent.genome, prop.genome))
                 proposals.append(prop)
-        for _ in range(self.offspring):
+        scouting = self.scouts if ctx.costs.usable() else 0
+        children: list[Proposal] = []
+        for _ in range(self.offspring + scouting):
             made = self._child(ctx)
             if made is None:
                 continue
             prop, parent = made
-            if ctx.is_near_duplicate(prop.genome) or any(p.genome.id == prop.genome.id for p in proposals):
+            if ctx.is_near_duplicate(prop.genome) or any(p.genome.id == prop.genome.id
+                                                         for p in (*proposals, *children)):
                 continue
             prop.info.update(parent=parent, edit=describe_edit(parent.genome, prop.genome))
-            proposals.append(prop)
-        return proposals
+            children.append(prop)
+        if scouting:  # every free child, and the cheapest paid ones up to ``offspring``
+            children = ctx.cheapest_first(children)
+            free = [p for p in children if self._free(ctx, p)]
+            children = free + [p for p in children if p not in free][: self.offspring]
+        return proposals + children
+
+    @staticmethod
+    def _free(ctx: SearchContext, proposal: Proposal) -> bool:
+        cost = ctx.costs.cost(proposal.genome)
+        return cost is not None and cost.free
 
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
         parent = proposal.info.get("parent")
