@@ -11,12 +11,12 @@ LLAMA_VERSION ?= 0.3.36
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test venv llama model lint bench clean-venv chromium bubblewrap postgres llama-server
+.PHONY: run test venv llama model lint docs bench clean-venv chromium bubblewrap postgres llama-server
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,data,ray,postgres]"
+	$(BIN)/pip install -q -e ".[dev,data,ray,postgres,docs]"
 	touch $@
 
 venv: $(BIN)/.installed
@@ -75,6 +75,10 @@ postgres:
 
 lint: venv
 	$(BIN)/ruff check .
+
+# The documentation site, built offline into site/ (the test suite builds it with --strict too).
+docs: venv
+	$(BIN)/mkdocs build --strict
 
 clean-venv:
 	rm -rf $(VENV)

@@ -57,6 +57,10 @@ RESULT_COLUMNS = ("task", "split", "lm_key", "score", "ci_low", "ci_high", "n", 
 RESULT_JSON_COLUMNS = ("failures", "extra", "example_scores", "example_dollars")
 
 
+SCORE_ORDER = "b.score IS NULL, b.score DESC, b.dollars ASC, c.seq ASC"
+"""Best first: highest best score, then cheapest, then oldest (``archive list``'s order and the ``best`` alias's)."""
+
+
 class ArchiveIndex:
     """The index of one archive: built from ``store``, written under ``lock`` (shared with the archive's writes)."""
 
@@ -318,6 +322,9 @@ class ArchiveIndex:
 
     @staticmethod
     def resolve(db: sqlite3.Connection, id_or_prefix: str) -> str:
+        """The full genome id of an id, a unique prefix of one, or an alias (:data:`ALIASES`)."""
+        if is_alias(str(id_or_prefix)):
+            return _alias(db, str(id_or_prefix).strip().lower())
         text = normalised(id_or_prefix)
         # 'g' sorts after every hex digit, so [text, text + 'g') is exactly the ids starting with text.
         rows = db.execute("SELECT id FROM candidates WHERE id >= ? AND id < ? LIMIT 2", (text, text + "g")).fetchall()
@@ -352,7 +359,7 @@ class ArchiveIndex:
         if not include_pruned:
             cwhere.append("c.status != 'pruned'")
         order = {
-            "score": "b.score IS NULL, b.score DESC, b.dollars ASC, c.seq ASC",
+            "score": SCORE_ORDER,
             "cost": "b.dollars IS NULL, b.dollars ASC, b.score DESC, c.seq ASC",
             "generation": "c.generation DESC, c.seq DESC",
             "created": "c.seq DESC",
@@ -448,3 +455,39 @@ def _iso(when: int) -> str:
 def _is_busy(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+ALIASES = {
+    "best": "the best candidate: the first row of `masforge archive list` (best score, pruned ones left out)",
+    "best-new": "the best candidate that is not a seed (the best system a search made)",
+    "seed:<name>": "the seed of that name, as `masforge archive list` shows it (e.g. seed:io)",
+}
+"""Names accepted wherever a candidate id is, and what each stands for."""
+
+
+def is_alias(text: str) -> bool:
+    """Whether ``text`` is one of :data:`ALIASES` rather than a genome id."""
+    text = text.strip().lower()
+    return text in ("best", "best-new") or text.startswith("seed:")
+
+
+def _alias(db: sqlite3.Connection, alias: str) -> str:
+    """The genome id an alias names (ArchiveError when the archive holds no such candidate)."""
+    if alias.startswith("seed:"):
+        name = alias.split(":", 1)[1].strip()
+        # a seed's genome name, or its file's name where they differ only by - and _ (self_consistency)
+        row = db.execute("SELECT id FROM candidates WHERE operator = 'seed' AND (lower(name) = ? OR "
+                         "replace(lower(name), '-', '_') = ?) ORDER BY seq LIMIT 1", (name, name)).fetchone()
+        if row is None:
+            seeds = [r[0] for r in db.execute("SELECT DISTINCT name FROM candidates WHERE operator = 'seed' "
+                                              "ORDER BY name")]
+            raise ArchiveError(f"no seed named '{name}' in this archive; its seeds: {', '.join(seeds) or 'none'}")
+        return str(row[0])
+    new_only = " AND c.operator != 'seed'" if alias == "best-new" else ""
+    row = db.execute("SELECT c.id FROM candidates c LEFT JOIN (SELECT genome_id, MAX(score) AS score, dollars "
+                     "FROM results GROUP BY genome_id) b ON b.genome_id = c.id WHERE c.status != 'pruned'"
+                     f"{new_only} ORDER BY {SCORE_ORDER} LIMIT 1").fetchone()
+    if row is None:
+        raise ArchiveError(f"'{alias}': the archive holds no {'new ' if new_only else ''}candidate yet "
+                           "(see `masforge archive list`)")
+    return str(row[0])

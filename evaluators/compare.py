@@ -10,6 +10,7 @@ the JSON that ``masforge evaluate -o`` writes.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,7 @@ class Comparison:
 
     @property
     def n(self) -> int:
+        """Examples both sides scored: the pairs the difference is over."""
         return len(self.example_ids)
 
     @property
@@ -132,10 +134,12 @@ class Comparison:
 
     @property
     def losses(self) -> int:
+        """Examples B scored lower on."""
         return len(self.differing()[1])
 
     @property
     def ties(self) -> int:
+        """Examples both scored the same."""
         return self.n - self.wins - self.losses
 
     def mean(self, side: Side) -> float:
@@ -162,10 +166,10 @@ class Comparison:
                 "(more examples would narrow it)")
 
     def versus_seeds(self) -> str:
-        """B (the system a search found) against A (the best seed), as a search states its result."""
-        return {"better": "better than the seeds", "worse": "worse than the seeds",
-                "no_difference": "no better than the seeds",
-                "too_few": too_few_words(self.n, "--test-limit")}[self.outcome]
+        """Deprecated: :func:`versus_seeds_sentence` (a search's verdict is ``SearchResult.verdict.sentence``)."""
+        warnings.warn("Comparison.versus_seeds() is deprecated: a search's verdict is SearchResult.verdict.sentence",
+                      DeprecationWarning, stacklevel=2)
+        return versus_seeds_sentence(self)
 
     def differing(self) -> tuple[list[str], list[str]]:
         """The example ids B won on and those it lost on (the rest are ties): the ones worth reading."""
@@ -174,6 +178,7 @@ class Comparison:
         return won, lost
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``masforge compare -o`` writes it, with every pair of scores."""
         def side(s: Side) -> dict[str, Any]:
             return {"name": s.name, "genome_id": s.genome_id, "lm_key": s.lm_key, "score": self.mean(s),
                     "dollars": s.dollars, "tokens": s.tokens, "llm_calls": s.llm_calls}
@@ -183,6 +188,13 @@ class Comparison:
                 "losses": self.losses, "ties": self.ties, "outcome": self.outcome, "verdict": self.verdict,
                 "per_example": [{"example_id": i, "a": self.a.scores[i], "b": self.b.scores[i]}
                                 for i in self.example_ids]}
+
+
+def versus_seeds_sentence(comparison: Comparison) -> str:
+    """B (the best new system of a search) against A (its best seed), as the search states its result."""
+    return {"better": "better than the seeds", "worse": "worse than the seeds",
+            "no_difference": "no better than the seeds",
+            "too_few": too_few_words(comparison.n, "--test-limit")}[comparison.outcome]
 
 
 def compare(a: Side | EvalReport | Mapping[str, Any], b: Side | EvalReport | Mapping[str, Any]) -> Comparison:

@@ -117,6 +117,7 @@ class EvalReport:
 
     @property
     def unscored(self) -> int:
+        """Examples left out because the provider or the sandbox failed (not counted as wrong)."""
         return self.attempted - self.n
 
     @property
@@ -143,34 +144,42 @@ class EvalReport:
 
     @property
     def scores(self) -> list[float]:
+        """The score of each scored example, in order."""
         return [e.score for e in self.scored]
 
     @property
     def score(self) -> float:
+        """Mean score over the scored examples (0.0 with none)."""
         return sum(self.scores) / self.n if self.n else 0.0
 
     @property
     def ci(self) -> tuple[float, float]:
+        """Bootstrap 95% interval of :attr:`score`."""
         return bootstrap_ci(self.scores)
 
     @property
     def dollars(self) -> float:
+        """Dollars spent on every example, failed ones included."""
         return sum(e.dollars for e in self.examples)
 
     @property
     def tokens(self) -> int:
+        """Tokens spent on every example, failed ones included."""
         return sum(e.tokens for e in self.examples)
 
     @property
     def llm_calls(self) -> int:
+        """LM calls sent to the provider (answers from the cache not counted)."""
         return sum(e.llm_calls for e in self.examples)
 
     @property
     def cache_hits(self) -> int:
+        """LM answers taken from the answer cache."""
         return sum(e.cache_hits for e in self.examples)
 
     @property
     def latency_s(self) -> float:
+        """Mean seconds per scored example."""
         return sum(e.latency_s for e in self.examples) / self.n if self.n else 0.0
 
     @property
@@ -212,6 +221,7 @@ class EvalReport:
         return {e.example_id: e.score for e in self.scored}
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as ``masforge evaluate -o`` writes it: the summary and every example."""
         return {"genome_id": self.genome_id, "genome_name": self.genome_name, **self.summary(),
                 "examples": [asdict(e) for e in self.examples]}
 

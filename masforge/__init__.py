@@ -4,7 +4,7 @@ Public API (imported lazily so ``import masforge`` stays fast)::
 
     import masforge
     result = masforge.optimize("rg:basic_arithmetic", strategy="evolve", budget=10, lm="fake")
-    result.best_genome, result.front, result.test_scores
+    result.best, result.best_new, result.verdict.sentence, result.test_scores
 """
 
 from __future__ import annotations

@@ -2,4 +2,5 @@
 
 from masforge.cli import main
 
-main()
+if __name__ == "__main__":  # importing the module (documentation tools walk every module) runs nothing
+    main()

@@ -40,8 +40,9 @@ def optimize(
     Further keyword ``options`` are :class:`masforge.search.config.RunConfig` fields (``cost_weight``,
     ``test_top_k``, ...).
 
-    The result has ``.best`` / ``.best_genome``, ``.front``, ``.top(k)``, ``.test_scores``, ``.spend``,
-    ``.run_dir`` and ``.open_archive()``.
+    The result has ``.best`` (the best system overall, a seed when nothing better was found), ``.best_new`` (the
+    best system the search made), ``.verdict`` (the best new system against the best seed on held-out data, never
+    None), ``.front``, ``.top(k)``, ``.test_scores``, ``.spend``, ``.run_dir`` and ``.open_archive()``.
     """
     from masforge.evaluators.tasks import Task
     from masforge.search.config import DEFAULT_SEEDS, RunConfig

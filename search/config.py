@@ -198,6 +198,7 @@ class RunConfig(BaseModel):
             raise ConfigError(f"{origin}: {(names or {}).get(place, place)}: {msg}") from None
 
     def dump(self, path: str | Path) -> None:
+        """Write the configuration as YAML to ``path`` (keys redacted; written whole or not at all)."""
         # A key pasted into the config (e.g. in lm.extra) must not be copied into the run folder.
         data = redact_data(self.model_dump(mode="json"))
         # Temp file + rename: a run killed while saving keeps no half-written config, so --resume can read it.

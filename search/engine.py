@@ -16,6 +16,7 @@ import re
 import signal
 import statistics
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 from masforge.archive.protocol import ArchiveLike
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError, RunHalted
-from masforge.evaluators.compare import Comparison, Side, compare
+from masforge.evaluators.compare import Side
 from masforge.evaluators.executors import Executor, make_executor
 from masforge.evaluators.racing import RaceSettings
 from masforge.evaluators.runner import Cascade, Evaluator
@@ -55,34 +56,7 @@ from masforge.search.references import (
 )
 from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.tune import STUDY_FILE
-
-
-@dataclass
-class TestScore:
-    """A finalist re-scored on the held-out split (never seen by the search)."""
-
-    genome_id: str
-    name: str
-    validation: float
-    test: float
-    ci: tuple[float, float]
-    dollars_per_example: float
-    is_seed: bool
-    n: int = 0
-    """Held-out examples scored."""
-    unscored: int = 0
-    """Held-out examples left out because the provider or the sandbox failed."""
-    stopped: str | None = None
-    """The budget limit that cut this re-scoring short (the score covers the examples finished)."""
-    example_scores: dict[str, float] = field(default_factory=dict)
-    """Held-out score of each example by id: found and seed are compared on the same examples, paired (empty for
-    a result stored by a masforge that did not keep them)."""
-
-    @property
-    def gap(self) -> float:
-        """Selection score minus held-out score: how much of the selection score was luck of the selection set
-        (overfitting, when it is large and positive)."""
-        return self.validation - self.test
+from masforge.search.verdict import SearchVerdict, TestScore, held_out_side, search_verdict
 
 
 @dataclass
@@ -106,53 +80,67 @@ class SearchResult:
     references: References | None = None
     """The best new system against each reference system on the held-out split (None: none was named)."""
 
+    seed_ids: set[str] = field(default_factory=set)
+    """Ids of the seeds the run started from (every other candidate is new: the search made it)."""
+
     @property
     def best(self) -> Candidate | None:
-        """Best candidate by validation fitness."""
+        """The best system overall by selection fitness, seeds included: a seed when the search found nothing
+        better (see :attr:`best_new` for the best system the search made)."""
         return max(self.candidates, key=lambda c: (c.fitness, -c.dollars), default=None)
 
     @property
+    def best_new(self) -> Candidate | None:
+        """The best system the search made (no seed), by selection fitness; None when it proposed nothing new."""
+        return max((c for c in self.candidates if self.is_new(c)), key=lambda c: (c.fitness, -c.dollars),
+                   default=None)
+
+    def is_new(self, candidate: Candidate) -> bool:
+        """Whether the search made ``candidate``: not a seed, nor a shipped seed it rebuilt (``rediscovers``)."""
+        return candidate.id not in self.seed_ids and not candidate.rediscovers
+
+    @property
     def best_genome(self) -> Genome | None:
+        """The genome of :attr:`best` (None without candidates)."""
         return self.best.genome if self.best else None
 
     @property
     def front(self) -> list[Candidate]:
+        """The quality-against-cost Pareto front of the candidates."""
         return front(self.candidates)
 
     def top(self, k: int = 5) -> list[Candidate]:
+        """The ``k`` best candidates by selection fitness (seeds included), cheapest first among equals."""
         return sorted(self.candidates, key=lambda c: (-c.fitness, c.dollars))[:k]
 
-    def versus_seeds(self) -> tuple[TestScore | None, TestScore | None]:
-        """(best system the search found, best seed), by validation, each with its held-out test score: what
-        a search is for is the first beating the second on data it never saw. None where not re-scored."""
+    def held_out(self) -> tuple[TestScore | None, TestScore | None]:
+        """The held-out scores of (the best new system, the best seed), each chosen by selection score: what a
+        search is for is the first beating the second on data it never saw. None where not re-scored."""
         found = [t for t in self.test_scores if not t.is_seed]
         seeds = [t for t in self.test_scores if t.is_seed]
         best = max(found, key=lambda t: t.validation, default=None)
         seed = max(seeds, key=lambda t: t.validation, default=None)
         return best, seed
 
+    def versus_seeds(self) -> tuple[TestScore | None, TestScore | None]:
+        """Deprecated: :meth:`held_out`."""
+        warnings.warn("SearchResult.versus_seeds() is deprecated: use held_out()", DeprecationWarning, stacklevel=2)
+        return self.held_out()
+
     @property
-    def verdict(self) -> Comparison | None:
-        """The best system found against the best seed on the same held-out examples, paired: the mean difference
-        with its 95% interval, and what that supports (``.versus_seeds()``: better / no better / worse than the
-        seeds, or too few examples to tell). None when the two were not both re-scored with per-example scores."""
-        found, seed = self.versus_seeds()
-        if found is None or seed is None or not found.example_scores or not seed.example_scores:
-            return None
-        try:
-            return compare(_side(seed, self.config), _side(found, self.config))
-        except MasforgeError:  # no held-out example scored by both
-            return None
+    def verdict(self) -> SearchVerdict:
+        """The best new system against the best seed on the same held-out examples, paired: the mean difference
+        with its 95% interval and what it supports (``.outcome``, ``.sentence``), or why there is no comparison
+        (nothing new was proposed, not re-scored). Never None."""
+        found, seed = self.held_out()
+        new = sum(1 for c in self.candidates if self.is_new(c))
+        return search_verdict(found, seed, new_systems=new, task=self.config.task, split=self.config.test_split)
 
     def open_archive(self) -> Any:
+        """The run's archive, opened (use it in a ``with`` block, or close it)."""
         from masforge.archive.store import Archive
 
         return Archive.open(self.archive_path)
-
-
-def _side(t: TestScore, cfg: RunConfig) -> Side:
-    return Side(name=t.name, genome_id=t.genome_id, task=cfg.task, split=cfg.test_split, lm_key="",
-                scores=t.example_scores, dollars=t.dollars_per_example * t.n, tokens=0, llm_calls=0, planned=t.n)
 
 
 @contextmanager
@@ -529,7 +517,7 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
     result = SearchResult(run_dir=run.run_dir, archive_path=run.archive_path, config=cfg,
                           candidates=list(ctx.population), test_scores=test_scores, spend=ledger.snapshot(),
                           stop_reason=stop_reason, stats=stats, warnings=warnings, outage=outage, budget=budget_info,
-                          references=references)
+                          references=references, seed_ids=set(seed_ids))
     _write_summary(result, seed_ids)
     return result
 
@@ -598,7 +586,7 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
     def held_out(genome: Genome) -> Side:
         known = scored.get(genome.id)
         if known is not None:
-            return _side(known, cfg)
+            return held_out_side(known, cfg.task, cfg.test_split)
         prev = run.archive.get_result(genome.id, task.name, cfg.test_split, tester.lm_key)
         if prev is not None and prev.n == len(tester.examples) and not stored_by_failing_provider(prev):
             scores, dollars = dict(prev.example_scores), prev.dollars
@@ -610,8 +598,12 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
                     scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples))
 
     library = library_seeds(task) if LIBRARY in cfg.references else None
-    return check_references(given, library, _side(found, cfg) if found else None, held_out, ctx.evaluator,
-                            run.archive, run.race, ctx.emit)
+    best_new = held_out_side(found, cfg.task, cfg.test_split) if found else None
+    return check_references(given, library, best_new, held_out, ctx.evaluator, run.archive, run.race, ctx.emit)
+
+
+def _brief(c: Candidate | None) -> dict[str, Any] | None:
+    return {"id": c.id, "name": c.genome.name, "score": c.score, "dollars_per_example": c.dollars} if c else None
 
 
 def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
@@ -626,14 +618,14 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "stop_reason": result.stop_reason, "spend": result.spend, "stats": result.stats,
         "budget": result.budget, "warnings": result.warnings, "outage": result.outage,
         "archive": os.path.relpath(result.archive_path, run_dir),
-        "best": {"id": best.id, "name": best.genome.name, "score": best.score, "dollars_per_example": best.dollars}
-        if best else None,
+        "best": _brief(best),
         "median_score": statistics.median(scores) if scores else None,
         "front": [{"id": c.id, "name": c.genome.name, "score": c.score, "dollars_per_example": c.dollars}
                   for c in result.front],
         "test": [{k: v for k, v in t.__dict__.items() if k != "example_scores"} | {"ci": list(t.ci), "gap": t.gap}
                  for t in result.test_scores],
-        "verdict": _verdict_summary(result.verdict),
+        "best_new": _brief(result.best_new),
+        "verdict": result.verdict.to_dict(),
         "references": result.references.to_dict() if result.references else None,
         "candidates": [{"id": c.id, "name": c.genome.name, "score": c.score, "fitness": c.fitness,
                         "dollars_per_example": c.dollars, "tokens_per_example": c.tokens, "operator": c.operator,
@@ -645,14 +637,3 @@ def _write_summary(result: SearchResult, seed_ids: set[str]) -> None:
         "incumbent": result.stats.get("incumbent"),
     }
     (run_dir / "summary.json").write_text(json.dumps(redact_data(summary), indent=2, default=str), encoding="utf-8")
-
-
-def _verdict_summary(verdict: Comparison | None) -> dict[str, Any] | None:
-    """The found-vs-seed verdict as ``summary.json`` keeps it (what the report's first cards show)."""
-    if verdict is None:
-        return None
-    return {"found": verdict.b.name, "found_id": verdict.b.genome_id, "seed": verdict.a.name,
-            "seed_id": verdict.a.genome_id, "n": verdict.n, "found_score": verdict.mean(verdict.b),
-            "seed_score": verdict.mean(verdict.a), "diff": verdict.diff, "ci_low": verdict.ci_low,
-            "ci_high": verdict.ci_high, "wins": verdict.wins, "losses": verdict.losses,
-            "outcome": verdict.outcome, "verdict": verdict.versus_seeds()}

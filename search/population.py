@@ -59,10 +59,12 @@ class Candidate:
 
     @property
     def id(self) -> str:
+        """The genome's canonical hash: the same system always has the same id."""
         return self.genome.id
 
     @property
     def short_id(self) -> str:
+        """The first 12 hex digits of :attr:`id`, as lists show it."""
         return self.genome.id[:12]
 
     def feedback(self, limit: int = 3) -> str:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from masforge.cli import app
 from masforge.errors import TaskError
-from masforge.evaluators.compare import Side, compare, load_report, report_side
+from masforge.evaluators.compare import Side, compare, load_report, report_side, versus_seeds_sentence
 from masforge.evaluators.stats import paired_difference
 
 TASK = "rg:basic_arithmetic"
@@ -56,10 +56,11 @@ def test_no_verdict_on_too_few_examples_whatever_the_interval() -> None:
     assert (tiny.diff, tiny.ci_low, tiny.ci_high) == (1.0, 1.0, 1.0)
     assert tiny.outcome == "too_few"
     assert tiny.verdict.startswith("too few examples to tell (2; a verdict needs about 30)")
-    assert tiny.versus_seeds().startswith("too few examples to tell (2;") and "--test-limit" in tiny.versus_seeds()
-    assert "better" not in tiny.verdict and "better" not in tiny.versus_seeds()
+    said = versus_seeds_sentence(tiny)
+    assert said.startswith("too few examples to tell (2;") and "--test-limit" in said
+    assert "better" not in tiny.verdict and "better" not in versus_seeds_sentence(tiny)
     enough = compare(_report("seed", [0.0] * 30), _report("found", [1.0] * 30))
-    assert enough.outcome == "better" and enough.versus_seeds() == "better than the seeds"
+    assert enough.outcome == "better" and versus_seeds_sentence(enough) == "better than the seeds"
 
 
 def test_only_examples_both_scored_are_paired_in_a_order() -> None:

@@ -751,7 +751,9 @@ def test_report_from_a_real_run(small_run: Any, tmp_path: Path) -> None:
     assert data.median == pytest.approx(summary["median_score"])
     assert data.front and data.front == front_of(data.candidates, data.cost_key)
     assert {r["strategy"] for r in data.strategy_rows} >= {"seed", "random"}
-    assert [n.id for n in data.lineage if n.is_best] == [data.best["id"]]
+    # the lineage is the best new system's (the best overall may be a seed, whose lineage is itself)
+    assert [n.id for n in data.lineage if n.is_best] == [(data.best_new or data.best)["id"]]
+    assert data.best_new is None or summary["best_new"]["id"] == data.best_new["id"]
     assert data.progress[-1]["best"] == max(c["score"] for c in data.candidates)
     assert len(data.top) == min(5, len(data.candidates))
     assert any("->" in t.diff or "~" in t.diff or "+" in t.diff for t in data.top if t.parent) or \

@@ -33,15 +33,15 @@ def _cards(page: str) -> list[str]:
 
 def test_the_first_cards_compare_found_and_seed_on_held_out_data(run: Any) -> None:
     verdict = run.verdict
-    assert verdict is not None and verdict.n == 40
+    assert verdict.compared and verdict.n == 40
     summary = json.loads((run.run_dir / "summary.json").read_text())
-    assert summary["verdict"]["n"] == 40 and summary["verdict"]["verdict"] == verdict.versus_seeds()
+    assert summary["verdict"]["n"] == 40 and summary["verdict"]["verdict"] == verdict.sentence
     cards = _cards(render_html(build_report(run.run_dir)))
-    assert "best found system, held-out test" in cards[0] and f"{verdict.mean(verdict.b):.3f}" in cards[0]
-    assert "best seed, the same examples" in cards[1] and verdict.a.name in cards[1]
-    assert "found - seed" in cards[2] and f"{verdict.diff:+.3f}" in cards[2]
+    assert "best new system, held-out test" in cards[0] and f"{verdict.found_score:.3f}" in cards[0]
+    assert "best seed, the same examples" in cards[1] and verdict.seed in cards[1]
+    assert "new - seed" in cards[2] and f"{verdict.diff:+.3f}" in cards[2]
     assert f"paired 95% CI [{verdict.ci_low:+.3f}, {verdict.ci_high:+.3f}]" in cards[2]
-    assert verdict.versus_seeds() in cards[3] and "verdict on 40 held-out examples" in cards[3]
+    assert verdict.sentence in cards[3] and "verdict on 40 held-out examples" in cards[3]
     assert "best selection score" in cards[4]
 
 

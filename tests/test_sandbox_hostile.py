@@ -267,7 +267,7 @@ def test_generated_code_refuses_weaker_isolation_unless_accepted(monkeypatch: py
         run_python("print(1)")
     message = str(info.value)
     assert "\n" not in message and "bwrap: no user namespaces" in message
-    assert "apt install bubblewrap" in message and "MASFORGE_SANDBOX=unshare" in message
+    assert "make bubblewrap work here" in message and "MASFORGE_SANDBOX=unshare" in message
     code = Genome(kind="code", name="c", code="def forward(inputs):\n    return {'answer': '1'}\n")
     with pytest.raises(SandboxUnavailable):
         compile_genome(code, LMClient({"worker": "fake"}, cache=False))

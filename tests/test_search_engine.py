@@ -53,7 +53,7 @@ def test_search_writes_run_folder_archive_and_test_scores(tmp_path: Path) -> Non
     # finalists (top 2) plus the best seed and the best new system are re-scored on the test split
     assert 2 <= len(result.test_scores) <= 4
     assert any(t.is_seed for t in result.test_scores)
-    found, seed = result.versus_seeds()
+    found, seed = result.held_out()
     assert found is not None and not found.is_seed and found.n == 5
     assert seed is not None and seed.is_seed
     assert found.validation == max(c.score for c in result.candidates if c.operator != "seed" and not c.pruned)
@@ -286,7 +286,7 @@ def test_search_cli_prints_tables(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "top systems" in res.output and "held-out test" in res.output and "run folder" in res.output
     flat = " ".join(res.output.split())
-    assert "held-out test, the same 3 examples for both: best found" in flat and "vs best seed" in flat
+    assert "held-out test, the same 3 examples for both: best new system" in flat and "vs best seed" in flat
     assert "(paired 95% CI): too few examples to tell (3;" in flat  # 3 examples support no verdict
     assert "validation+train (4 examples)" in flat
 

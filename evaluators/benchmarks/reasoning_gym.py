@@ -52,7 +52,23 @@ class _ReasoningGymSplits(SplitSource):
         return dict(self._sizes)
 
 
-@task_factory("rg:<family>", "any reasoning-gym family, e.g. rg:leg_counting (options: size, config)",
+def reasoning_gym_families() -> list[tuple[str, str, str]]:
+    """Every family ``rg:<family>`` accepts: (family, its reasoning-gym category, the generator's own first line of
+    description, or "" where it has none)."""
+    try:
+        from reasoning_gym.factory import DATASETS
+    except ImportError as exc:
+        raise DataError("rg: tasks need the reasoning-gym package: pip install reasoning-gym") from exc
+    out = []
+    for family, (dataset, _config) in sorted(DATASETS.items()):
+        category = dataset.__module__.split(".")[1] if dataset.__module__.count(".") else ""
+        own = (dataset.__dict__.get("__doc__") or "").strip()  # not the base class's text
+        out.append((family, category, own.splitlines()[0] if own else ""))
+    return out
+
+
+@task_factory("rg:<family>", "any reasoning-gym family, e.g. rg:leg_counting (options: size, config; "
+              "`masforge tasks rg` lists them)",
               "300 / 100 / 100 (60% / 20% / 20% of size, default 500)")
 def reasoning_gym_task(
     *,

@@ -31,6 +31,8 @@ app = typer.Typer(help="Browse an archive.", no_args_is_help=True)
 
 DEFAULT_ARCHIVE = Path("runs/latest/archive")
 _ARCHIVE_HELP = "Archive folder (a run's archive is <run folder>/archive)."
+ID_HELP = ("Genome id or a unique prefix of it, or best (the first row of `archive list`), best-new (the best that "
+           "is not a seed) or seed:<name>.")
 
 
 def _archive_option() -> Any:
@@ -152,7 +154,7 @@ def list_candidates(
 
 @app.command()
 def show(
-    candidate: str = typer.Argument(..., help="Genome id or a unique prefix of it."),
+    candidate: str = typer.Argument(..., help=ID_HELP),
     archive: Path = _archive_option(),
 ) -> None:
     """Show one candidate: provenance, parents, rationale, genome and results."""
@@ -205,8 +207,8 @@ def show(
 
 @app.command()
 def diff(
-    old: str = typer.Argument(..., help="Genome id (or prefix) to diff from."),
-    new: str = typer.Argument(..., help="Genome id (or prefix) to diff to."),
+    old: str = typer.Argument(..., help="From: " + ID_HELP),
+    new: str = typer.Argument(..., help="To: " + ID_HELP),
     archive: Path = _archive_option(),
 ) -> None:
     """Structural diff between two candidates: agents, fields, edges, topology."""
@@ -233,7 +235,7 @@ def _add_nodes(tree: Tree, node: LineageNode) -> None:
 
 @app.command()
 def lineage(
-    candidate: str = typer.Argument(..., help="Genome id or a unique prefix of it."),
+    candidate: str = typer.Argument(..., help=ID_HELP),
     depth: int = typer.Option(6, "--depth", "-d", help="Generations to show each way (0: all)."),
     archive: Path = _archive_option(),
 ) -> None:
@@ -271,7 +273,7 @@ def front(
 
 @app.command()
 def promote(
-    candidate: str = typer.Argument(..., help="Genome id or a unique prefix of it."),
+    candidate: str = typer.Argument(..., help=ID_HELP),
     archive: Path = _archive_option(),
 ) -> None:
     """Mark a candidate promoted (git tag promoted/<id> and the index)."""
@@ -282,7 +284,7 @@ def promote(
 
 @app.command()
 def prune(
-    candidate: str = typer.Argument(..., help="Genome id or a unique prefix of it."),
+    candidate: str = typer.Argument(..., help=ID_HELP),
     archive: Path = _archive_option(),
 ) -> None:
     """Mark a candidate pruned: hidden from list and front (use --all), kept in git forever."""

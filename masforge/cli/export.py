@@ -21,8 +21,8 @@ DEFAULT_ARCHIVE = Path("runs/latest/archive")
 
 
 def export(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="Genome id (prefix) in the archive, genome file or "
-                                       "seed name.")],
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Genome id (prefix) in the archive, best, best-new, "
+                                       "seed:<name>, a genome file or a seed name.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="python (standalone module), yaml or json.")] = "python",
     archive: Annotated[Path, typer.Option("--archive", "-a", help="Archive to look ids up in (a run's archive is "
                                           "<run folder>/archive).")] = DEFAULT_ARCHIVE,

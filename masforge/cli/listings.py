@@ -3,16 +3,31 @@ run)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
 from rich.markup import escape
 from rich.table import Table
 
 from masforge.cli.console import console, user_errors
+from masforge.errors import ConfigError
 from masforge.text import shorten
 
 
-def tasks() -> None:
-    """List the built-in tasks with their split sizes and metrics."""
+def tasks(
+    which: Annotated[str | None, typer.Argument(metavar="[rg]", help="rg: list the reasoning-gym families that "
+                                                "rg:<family> accepts.")] = None,
+) -> None:
+    """List the built-in tasks with their split sizes and metrics (`masforge tasks rg`: the reasoning-gym
+    families)."""
     from masforge.evaluators.tasks import describe_tasks
+
+    if which is not None:
+        with user_errors():
+            if which.strip().lower().rstrip(":") != "rg":
+                raise ConfigError(f"masforge tasks {which}: the only list of families is rg (masforge tasks rg)")
+            _rg_families()
+        return
 
     table = Table(title="tasks (split sizes for --seed 0; --limit takes the first N of a split)")
     for col in ("name", "description", "train / validation / test"):
@@ -22,6 +37,18 @@ def tasks() -> None:
     table.add_row("FILE.jsonl", "your own data: question/answer lines, exact match",
                   "the rest / 20% / 20% of the lines (at least 1 each from 3 lines; val_fraction and "
                   "test_fraction in task_options change it)")
+    console.print(table)
+
+
+def _rg_families() -> None:
+    from masforge.evaluators.benchmarks.reasoning_gym import reasoning_gym_families
+
+    families = reasoning_gym_families()
+    table = Table(title=f"{len(families)} reasoning-gym families: use as --task rg:<family> (options: size, config)")
+    for col in ("task", "category", "what it generates"):
+        table.add_column(col, overflow="fold")
+    for family, category, summary in families:
+        table.add_row(f"rg:{family}", category, escape(shorten(summary, 90)))
     console.print(table)
 
 

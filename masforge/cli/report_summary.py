@@ -24,7 +24,9 @@ def print_summary(data: ReportData, console: Any) -> None:
         ("found vs seed", _versus(verdict)), ("verdict", str(verdict.get("verdict")) if verdict else "-"),
         ("task", data.task), ("strategy", " -> ".join(data.strategies) or "-"), ("stopped", data.stop_reason),
         ("candidates", str(len(data.candidates))),
-        ("best", f"{best['name']} ({best['id'][:12]}) {best['score']:.3f}" if best else "-"),
+        ("best overall", f"{best['name']} ({best['id'][:12]}) {best['score']:.3f}" if best else "-"),
+        ("best new", f"{data.best_new['name']} ({data.best_new['id'][:12]}) {data.best_new['score']:.3f}"
+         if data.best_new else "none: nothing new was proposed"),
         ("best on test", f"{best_test:.3f}" if best_test is not None else "-"),
         ("median score", f"{data.median:.3f}" if data.median is not None else "-"),
         ("spent", f"${num(spend.get('dollars')):.4f}, {int(num(spend.get('tokens')))} tokens, "

@@ -52,6 +52,7 @@ EXPORT_FORMATS = ("python", "yaml", "json")
 def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
     """The genome ``ref`` names: a genome file or a seed name (as everywhere, :func:`masforge.seeds.resolve_genome`),
     or a genome id prefix in ``archive``. An already exported module is refused with the way out."""
+    from masforge.archive.index import is_alias
     from masforge.seeds import resolve_genome as resolve_file_or_seed
     from masforge.seeds import seed_names
 
@@ -59,7 +60,7 @@ def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
     if path.is_file() and is_exported(path):
         raise GenomeError(f"{path}: is already an exported module; export the genome it came from "
                           "(its id is in MASFORGE_EXPORT) instead")
-    if not path.is_file() and ref not in seed_names() and re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
+    if not path.is_file() and ref not in seed_names() and (re.fullmatch(r"[0-9a-fA-F]{1,64}", ref) or is_alias(ref)):
         from masforge.archive.store import Archive
 
         where = Path(archive) if archive is not None else Path("runs/latest/archive")
@@ -68,7 +69,7 @@ def resolve_genome(ref: str, archive: str | Path | None = None) -> Genome:
                                "a run's archive is <run folder>/archive)")
         with Archive.open(where) as arch:
             return arch.genome(ref)
-    return resolve_file_or_seed(ref, also="a genome id (hex digits)")
+    return resolve_file_or_seed(ref, also="a genome id (hex digits), best, best-new or seed:<name>")
 
 
 def resolve_export(ref: str, archive: str | Path | None = None) -> tuple[Genome, LMConfig | None]:

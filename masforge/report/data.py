@@ -82,6 +82,7 @@ class ReportData:
     events: list[dict[str, Any]]
     test: list[dict[str, Any]]
     best: dict[str, Any] | None
+    """The best system overall by selection fitness, seeds included."""
     median: float | None
     front: list[dict[str, Any]]
     cost_key: str
@@ -95,7 +96,9 @@ class ReportData:
     lineage_truncated: bool
     notes: list[str]
     verdict: dict[str, Any] | None = None
-    """The best found system against the best seed on the same held-out examples (see :func:`_verdict`)."""
+    """The best new system against the best seed on the same held-out examples (see :func:`_verdict`)."""
+    best_new: dict[str, Any] | None = None
+    """The best system the search made (no seed); None when it proposed nothing new. The lineage is its own."""
 
     @property
     def best_test_row(self) -> dict[str, Any] | None:
@@ -359,6 +362,12 @@ def build_report(run: str | Path) -> ReportData:
 
     ranked = sorted(candidates, key=lambda c: (-c["fitness"], c["dollars_per_example"]))
     best = ranked[0] if ranked else None
+    stated = (summary or {}).get("best_new", "absent")
+    if stated != "absent":  # the run's own word (a rediscovered seed is no new system)
+        best_new = next((c for c in ranked if isinstance(stated, dict) and c["id"] == stated.get("id")), None)
+    else:  # a run from before the summary kept it
+        best_new = next((c for c in ranked if not (c.get("seed") or c.get("strategy") == "seed")), None)
+    focus = best_new or best  # the lineage of a seed is the seed alone: the best new system's says more
     scores = [c["score"] for c in candidates]
     median = statistics.median(scores) if scores else None
     test = [dict(t) for t in (summary or {}).get("test") or []]
@@ -369,9 +378,9 @@ def build_report(run: str | Path) -> ReportData:
     lineage: list[LineageNode] = []
     truncated = False
     try:
-        if archive is not None and best is not None:
+        if archive is not None and focus is not None:
             try:
-                lineage, truncated = _lineage(archive, best["id"], task, str(config.get("split") or "validation"))
+                lineage, truncated = _lineage(archive, focus["id"], task, str(config.get("split") or "validation"))
             except MasforgeError as exc:
                 notes.append(f"lineage unavailable: {exc}")
         top = _top_systems(archive, ranked[:TOP_K])
@@ -383,7 +392,7 @@ def build_report(run: str | Path) -> ReportData:
     return ReportData(
         run_dir=run_dir, name=str((summary or {}).get("run") or run_dir.resolve().name), config=config, task=task,
         strategies=[str(s) for s in strategies], stop_reason=stop_reason, spend=spend, stats=stats,
-        candidates=candidates, events=events, test=test, best=best, median=median,
+        candidates=candidates, events=events, test=test, best=best, best_new=best_new, median=median,
         front=front_of(candidates, cost_key), cost_key=cost_key, cost_label=cost_label,
         progress=_progress(events, spend_key), spend_key=spend_key, spend_label=spend_label,
         strategy_rows=_strategy_rows(candidates, events, spend_key), top=top, lineage=lineage,
@@ -391,7 +400,7 @@ def build_report(run: str | Path) -> ReportData:
 
 
 def _verdict(summary: dict[str, Any] | None, test: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """What the search is for, as the run's summary states it: the best found system against the best seed on the
+    """What the search is for, as the run's summary states it: the best new system against the best seed on the
     same held-out examples (paired difference, its 95% CI and what it supports). A run from before the summary
     kept it: the two held-out scores only, with no CI (``outcome`` ``unpaired``). None without both."""
     stated = (summary or {}).get("verdict")

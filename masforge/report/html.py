@@ -161,10 +161,11 @@ _OUTCOME_CLASS = {"better": "yes", "worse": "bad", "no_difference": "no", "too_f
 
 
 def _verdict_cards(verdict: dict[str, Any] | None) -> list[str]:
-    """The first cards: the best found system and the best seed on the same held-out examples, their paired
+    """The first cards: the best new system and the best seed on the same held-out examples, their paired
     difference with its 95% CI, and the verdict it supports (what the search is for)."""
-    if verdict is None:
-        return [_card("-", "found vs best seed on held-out data", "not re-scored on the test split")]
+    if verdict is None or "n" not in verdict:  # no comparison: nothing new was proposed, or not re-scored
+        why = str(verdict.get("verdict")) if verdict else "not re-scored on the test split"
+        return [_card("-", "best new system vs best seed on held-out data", why)]
     n = int(num(verdict.get("n")))
     diff = f"{num(verdict.get('diff')):+.3f}"
     ci = "" if verdict.get("ci_low") is None else \
@@ -174,11 +175,11 @@ def _verdict_cards(verdict: dict[str, Any] | None) -> list[str]:
     said = (f'<div class="card verdict {kind}"><div class="v">{esc(verdict.get("verdict"))}</div>'
             f'<div class="k">verdict on {n} held-out examples</div></div>')
     return [
-        _card(f"{num(verdict.get('found_score')):.3f}", "best found system, held-out test",
+        _card(f"{num(verdict.get('found_score')):.3f}", "best new system, held-out test",
               f"{verdict.get('found')} ({str(verdict.get('found_id', ''))[:12]}), {n} examples"),
         _card(f"{num(verdict.get('seed_score')):.3f}", "best seed, the same examples",
               f"{verdict.get('seed')} ({str(verdict.get('seed_id', ''))[:12]})"),
-        _card(diff, "found - seed", ci),
+        _card(diff, "new - seed", ci),
         said,
     ]
 
@@ -221,7 +222,8 @@ def _header_cards(data: ReportData) -> list[str]:
     best_test = data.best_test
     return [
         *_verdict_cards(data.verdict),
-        _card(f"{best['score']:.3f}" if best else "-", "best selection score",
+        _card(f"{best['score']:.3f}" if best else "-", "best selection score, overall"
+              + (f": {best['name']}" + (" (a seed)" if best is not data.best_new else "") if best else ""),
               _ci_text(best, data.stats.get("selection_examples") or data.config.get("limit"))),
         _card(f"{best_test:.3f}" if best_test is not None else "-", "its held-out test score",
               _ci_text(data.best_test_row, (data.best_test_row or {}).get("n"))),
@@ -264,14 +266,15 @@ def _front_section(data: ReportData) -> str:
 
 def _lineage_section(data: ReportData) -> str:
     """The best system's ancestors and descendants as a graph."""
-    best = data.best
+    best = data.best_new or data.best
+    which = "the best new system" if data.best_new else "the best system (a seed: nothing new was found)"
     lineage_note = ('<p class="muted">Large family: only the nearest relatives are shown.</p>'
                     if data.lineage_truncated else "")
     best_title = f"{esc(best['name'])} ({esc(best['id'][:12])})" if best else "-"
-    return (f'<section id="lineage"><h2>Lineage of the best system: {best_title}</h2>'
+    return (f'<section id="lineage"><h2>Lineage of {which}: {best_title}</h2>'
             '<p class="muted">Its ancestors above it (oldest at the top), systems bred from it (up to '
-            f"{DESCENDANT_DEPTH} generations) below; each arrow goes from a parent to a system bred from it (blue: the "
-            "best system, green: seeds). Hover a box for details.</p>"
+            f"{DESCENDANT_DEPTH} generations) below; each arrow goes from a parent to a system bred from it (blue: "
+            f"{which.split(' (')[0]}, green: seeds). Hover a box for details.</p>"
             f'<div class="lineage-wrap">{lineage_svg(data.lineage)}</div>{lineage_note}</section>')
 
 

@@ -127,10 +127,12 @@ class Isolation:
             return
         cause = next((m[m.index("(") + 1:-1] for m in self.missing if m.startswith("read-only file system view")),
                      "bubblewrap is not available")
+        # bubblewrap installed but failing is not fixed by installing it: the cause then says what stopped it
+        fix = "make bubblewrap work here" if "bubblewrap failed" in cause else \
+            "install bubblewrap (apt install bubblewrap, or `make bubblewrap`)"
         raise SandboxUnavailable(
             f"generated code would run without the sandbox's read-only file system view and private /tmp ({cause}): "
-            "install bubblewrap (apt install bubblewrap, or `make bubblewrap`), or set MASFORGE_SANDBOX=unshare to "
-            "accept running it without that layer")
+            f"{fix}, or set MASFORGE_SANDBOX=unshare to accept running it without that layer")
 
     def run_dir_on_host(self) -> bool:
         """Whether the run directory lives on the host (else: inside the sandbox's private /tmp)."""
@@ -161,10 +163,19 @@ class Isolation:
 # command prefixes
 
 
+def interpreter() -> str:
+    """This interpreter as the sandbox starts it: an absolute path through real folders. ``sys.executable`` keeps
+    the path Python was started by (``../x/.venv/bin/python``, or ``/tmp/a/../x/...``), which the sandbox cannot
+    follow: it starts in ``/`` with its own ``/tmp``. The file name itself is kept, not resolved: a virtual
+    environment's ``python`` is a link whose place is how the interpreter finds its environment."""
+    folder, name = os.path.split(os.path.abspath(sys.executable))
+    return os.path.join(os.path.realpath(folder), name)
+
+
 def _python_dirs() -> list[str]:
     """Directories the child interpreter reads: prefixes (stdlib, shared libpython, venv) and its binary."""
     dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-    dirs.add(os.path.dirname(sys.executable))
+    dirs.add(os.path.dirname(interpreter()))
     dirs.add(os.path.dirname(os.path.realpath(sys.executable)))
     dirs.update(p for p in site.getsitepackages([sys.prefix]) if os.path.isdir(p))
     out: set[str] = set()
@@ -245,7 +256,7 @@ def child_command(fds: list[int]) -> tuple[list[str], int]:
                         | fcntl.F_SEAL_SEAL)
             _state["child_code"] = code_fd
     launcher = _LAUNCHER.format(package=CHILD_PACKAGE)
-    return [sys.executable, "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
+    return [interpreter(), "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
 
 
 def _bootstrap_code() -> list[tuple[str, bool, str, Any]]:
@@ -282,7 +293,7 @@ def _works(command: list[str]) -> str | None:
 
 def _probe(forced: str) -> Isolation:
     root = os.geteuid() == 0
-    python = [sys.executable, "-S", "-c", "pass"]
+    python = [interpreter(), "-S", "-c", "pass"]
     bwrap, unshare = shutil.which("bwrap"), shutil.which("unshare")
     missing: list[str] = []
     if not root:
