@@ -40,10 +40,24 @@ def _golds(gold: Any) -> list[str]:
     return [str(gold)]
 
 
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+
+
+def _number(text: str) -> float | None:
+    """The value of a text that is one number as written ("6.0", "-4", "1,500"), else None."""
+    text = str(text).strip()
+    return float(text.replace(",", "")) if _PLAIN_NUMBER.fullmatch(text) else None
+
+
 def exact_match(pred: str, gold: str | Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals any normalised gold answer, else 0.0."""
-    p = normalize_text(pred)
-    return float(any(p == normalize_text(g) for g in _golds(gold)))
+    """1.0 if the normalised prediction equals any normalised gold answer, else 0.0. A number and a gold number are
+    compared by value: "6.0" matches "6" (and not "60", which dropping the full stop as punctuation would give)."""
+    p, value = normalize_text(pred), _number(pred)
+    for g in _golds(gold):
+        expected = _number(g) if value is not None else None
+        if (value == expected) if expected is not None else p == normalize_text(g):
+            return 1.0
+    return 0.0
 
 
 def _token_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:

@@ -258,3 +258,85 @@ def test_code_in_the_reasoning_is_kept_out_of_a_value_answer_and_of_an_answer_wi
     system = compile_genome(load_seed("cot"), _client(f"Let me think with a search.\n\n{draft}\n\nFinal answer: 5"))
     maze = "Navigate from 'S' to 'G' in the fewest steps:\n```\n#####\n#S..#\n#..G#\n#####\n```"
     assert system(question=maze).outputs["answer"] == "5"
+
+
+# -- issue 39: answers lost when read, on a user's own .jsonl (cot on a unit-conversion file) -------------------
+# The issue quotes how each reply ended; the run's answer cache was not kept, so each reply below is that ending as
+# quoted, after working of the kind the model wrote before it.
+
+# Ended in an output block: read as "output\n17" (target 17).
+OUTPUT_BLOCK = ("To convert 1.7 centimetres to millimetres, multiply by 10, since 1 cm is 10 mm.\n\n"
+                "1.7 x 10 = 17\n\nFinal answer:\n```output\n17\n```")
+# The same without a label, the value printed as 6.0 (target 6).
+OUTPUT_UNLABELLED = ("There are 1000 grams in a kilogram, so 6000 g is 6000 / 1000 kilograms.\n\n"
+                     "```output\n6.0\n```")
+# The number, then masforge's own instruction repeated: read as the instruction (target 180).
+ECHOED = ("One minute has 60 seconds, so 3 minutes have 3 x 60 seconds.\n\n180\n"
+          "On a new line, write \"Final answer:\" followed by the final answer in the form the task asks for.")
+
+
+@pytest.mark.parametrize(("reply", "answer"), [(OUTPUT_BLOCK, "17"), (OUTPUT_UNLABELLED, "6.0"), (ECHOED, "180")])
+def test_an_output_block_or_an_echoed_instruction_is_read_as_the_answer(reply: str, answer: str) -> None:
+    assert split_final_answer(reply)[1] == answer  # what the system passes on
+    assert split_final_answer(reply, stated=True)[1] == answer  # what a metric reads
+    assert answer_readings(reply)[1] == answer
+
+
+def test_the_three_misread_replies_score_as_meant_on_a_jsonl_file(tmp_path: Path) -> None:
+    data = tmp_path / "units.jsonl"
+    rows = [("Convert 1.7 cm to mm.", "17"), ("Convert 6000 g to kg.", "6"), ("Convert 3 minutes to seconds.", "180")]
+    data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in rows * 4))
+    task = Task.from_jsonl(data)
+    for (question, target), reply in zip(rows, (OUTPUT_BLOCK, OUTPUT_UNLABELLED, ECHOED), strict=True):
+        example = next(e for split in ("train", "validation", "test") for e in task.split(split)
+                       if e.inputs["question"] == question)
+        outputs = compile_genome(load_seed("cot"), _client(reply))(question=question).outputs
+        assert task.score(example, outputs).value == 1.0, outputs
+        assert outputs["answer"] in (target, "6.0")
+
+
+@pytest.mark.parametrize("info", ["output", "text", "plaintext", "console", "OUTPUT"])
+def test_output_blocks_with_an_info_string_are_read_as_their_content(info: str) -> None:
+    assert split_final_answer(f"Working.\n\nFinal answer:\n```{info}\n42\n```")[1] == "42"
+    console = "Running it:\n\n```console\n$ python convert.py\n2.5\n```"
+    assert split_final_answer(console)[1] == "2.5"  # the command typed is not what it printed
+
+
+@pytest.mark.parametrize("echo", [
+    'On a new line, write "Final answer:" ...',
+    'Then, on a new line, write "Final answer:" followed by the final answer in the form the task asks for. '
+    "(a whole number)",
+    "Think it through step by step.",
+    "Final answer: followed by the final answer in the form the task asks for.",
+])
+def test_echoed_instruction_lines_of_the_templates_are_no_answer(echo: str) -> None:
+    assert split_final_answer(f"3 x 60 = 180\n180\n{echo}", stated=True)[1] == "180"
+    assert split_final_answer(f"Final answer: 180\n{echo}", stated=True)[1] == "180"
+
+
+def test_lines_that_only_share_words_with_the_instructions_are_kept() -> None:
+    for line in ("In the form the task asks for: 180", "Step by step, 180", "a new line"):
+        assert split_final_answer(f"Working.\n{line}")[1] == line
+    # an instruction quoted inside a code block is code, not an echo
+    code = '```python\nprint("Think it through step by step.")\n```'
+    assert split_final_answer(code)[1] == code
+
+
+def test_code_answers_stay_code() -> None:
+    function = "```python\ndef to_mm(cm):\n    return cm * 10\n```"
+    assert split_final_answer(f"Here is the function.\n\n{function}")[1] == function
+    assert split_final_answer(f"Final answer:\n{function}")[1] == function
+    # a code question whose reply ends on the output of its own example keeps the function (plain adapter)
+    reply = f"Here is the function.\n\n{function}\n\nRunning to_mm(1.7):\n```output\n17.0\n```"
+    system = compile_genome(load_seed("cot"), _client(reply))
+    answer = system(question="Write a Python function that converts centimetres to millimetres").outputs["answer"]
+    assert answer.startswith("17.0") and answer.endswith(function)
+    assert extract_code(answer, "to_mm").startswith("def to_mm(cm):")
+
+
+def test_exact_match_compares_numbers_by_value() -> None:
+    from masforge.evaluators.text_metrics import exact_match
+
+    assert exact_match("6.0", "6") == 1.0 and exact_match("1,500", "1500") == 1.0 and exact_match("-4", "-4.0") == 1.0
+    assert exact_match("6.0", "60") == 0.0  # dropping the full stop as punctuation made these equal
+    assert exact_match("Paris", ["Rome", "paris"]) == 1.0 and exact_match("6 apples", "6") == 0.0

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
+
+from masforge.execution.standalone.prompts import PROMPTS
 
 # A fenced code block (an unclosed last one runs to the end).
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n.*?(?:```|\Z)", re.S)
@@ -29,6 +32,16 @@ _MARKER_LINE = re.compile(r"^[ \t]*(?:#+[ \t]*)?[*_]*final\s+answer\b", re.I)
 _FENCE_LINE = re.compile(r"^[ \t]*```([A-Za-z0-9_+-]*)[ \t]*$")
 # A line that starts a Python program written without a fence.
 _CODE_START = re.compile(r"^(?:async\s+def|def|class|import|from)\s+\w+|^@\w+", re.M)
+# A block that shows what was printed, not a program ("```output\n17\n```", text, console): an answer written as
+# one is its content. A code block (python, or one with no language) stays as it is.
+_OUTPUT_BLOCK = re.compile(r"\A```[ \t]*(output|outputs|result|stdout|text|txt|plain|plaintext|console|terminal|"
+                    r"shell-session)[ \t]*\n(.*?)\n?[ \t]*(?:```[ \t]*)?\Z", re.S | re.I)
+_TYPED_LINE = re.compile(r"^(?:\$|>>>|\.\.\.)(?:[ \t]|$)")  # a console's command lines: what was typed, not printed
+# A line that repeats masforge's own instructions ('On a new line, write "Final answer:" followed by ...') is no
+# answer. It echoes them when every word of it is in a run of at least this many words of one template (between
+# its placeholders), or is a whole short template such as "(a number)".
+_ECHO_RUN = 4
+_PLACEHOLDER = re.compile(r"\$\{?\w+\}?")
 
 
 def _without_markers_in_code(text: str) -> str:
@@ -58,6 +71,68 @@ def _without_markers_in_code(text: str) -> str:
     return "\n".join(out)
 
 
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+@cache
+def _instructions() -> tuple[tuple[tuple[str, ...], ...], frozenset[tuple[str, ...]]]:
+    """(the word runs of masforge's prompt templates between their placeholders, the short templates whole)."""
+    runs = {words for text in PROMPTS.values() for part in _PLACEHOLDER.split(text)
+            if len(words := _words(part)) >= _ECHO_RUN}
+    whole = frozenset(words for text in PROMPTS.values()
+                      if not _PLACEHOLDER.search(text) and len(words := _words(text)) >= 2)
+    return tuple(sorted(runs)), whole
+
+
+def _echoes_instructions(line: str) -> bool:
+    """Whether ``line`` only repeats masforge's own instructions (see :data:`_ECHO_RUN`)."""
+    words = _words(line)
+    if len(words) < 2:
+        return False
+    runs, whole = _instructions()
+    if words in whole:
+        return True
+    covered = [True] + [False] * len(words)  # covered[i]: words[:i] are all instruction words, in runs
+    for i in range(len(words)):
+        if not covered[i]:
+            continue
+        for short in whole:
+            if words[i: i + len(short)] == short:
+                covered[i + len(short)] = True
+        for run in runs:
+            for start in range(len(run)):
+                k = 0
+                while i + k < len(words) and start + k < len(run) and words[i + k] == run[start + k]:
+                    k += 1
+                for end in range(i + _ECHO_RUN, i + k + 1):
+                    covered[end] = True
+    return covered[-1]
+
+
+def _without_echoes(text: str) -> str:
+    """``text`` without the lines outside code blocks that repeat masforge's own instructions."""
+    out, in_code = [], False
+    for line in text.split("\n"):
+        if _FENCE_LINE.match(line):
+            in_code = not in_code
+        elif not in_code and _echoes_instructions(line):
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def shown_output(answer: str) -> str:
+    """An answer written as one output block (```` ```output\n17\n``` ````, text, console) as its content: ``17``
+    (a console's command lines left out); any other answer as it is, a code block included."""
+    m = _OUTPUT_BLOCK.match(answer.strip())
+    if m is None or "```" in m.group(2):
+        return answer
+    console = m.group(1).lower() in ("console", "terminal", "shell-session")
+    shown = "\n".join(ln for ln in m.group(2).splitlines() if not (console and _TYPED_LINE.match(ln))).strip()
+    return shown or answer
+
+
 def split_final_answer(text: str, *, stated: bool = False) -> tuple[str, str]:
     """(reasoning, answer) from a chain-of-thought reply.
 
@@ -69,12 +144,13 @@ def split_final_answer(text: str, *, stated: bool = False) -> tuple[str, str]:
     in a list, a sentence or after a lead-in (:func:`_stated`); else the last line with a letter or digit. When the
     code written in the reasoning is the real answer (the final part points back at it, or shows only an example
     output in a code block, or the label led into nothing), that code is the answer or kept in it, last, where
-    code metrics look. A marker written inside a code block is taken out of it.
+    code metrics look. A marker written inside a code block is taken out of it, a line that repeats masforge's own
+    instructions is no answer, and an answer written as an output block is its content (:func:`shown_output`).
 
     ``stated`` is for scoring one answer (a metric's reading), not for the answers a system passes on: copies
     that wrote no code would then agree on a short stated answer ("False") and outvote the copies that wrote the
     program a code task asks for (measured: self_consistency on MBPP)."""
-    text = _without_markers_in_code(text)
+    text = _without_echoes(_without_markers_in_code(text))
     marks = [m for m in _FINAL.finditer(text) if text[: m.start()].count("```") % 2 == 0]
     promised = False
     if marks:
@@ -95,13 +171,13 @@ def split_final_answer(text: str, *, stated: bool = False) -> tuple[str, str]:
                     return reasoning, f"{raw}\n\n{code[-1].strip()}"  # an example output, then the code
             unnested = _unnested(raw)
             if unnested:
-                return reasoning, unnested if stated else raw
+                return reasoning, shown_output(unnested if stated else raw)
             # else: the label only leads into an answer it never gives
         text = reasoning  # a marker with nothing after it: fall back on what came before
     blocks = list(_FENCE.finditer(text))
     if blocks:
         last_block = blocks[-1]
-        return text[: last_block.start()].strip(), last_block.group(0).strip()
+        return text[: last_block.start()].strip(), shown_output(last_block.group(0).strip())
     code = unfenced_code(text) if promised else None
     if code is not None:  # a label that promised an answer it never gave, after a program written without a fence
         return text.strip(), f"```python\n{code}\n```"
