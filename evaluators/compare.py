@@ -38,6 +38,8 @@ class Side:
     """LM answers the system used, paid for or from the answer cache (what it costs to run, not what this run paid)."""
     planned: int
     """Examples the evaluation set out to run (the first ``planned`` of the split)."""
+    split_size: int = 0
+    """Examples the split holds (0: not known)."""
 
     @classmethod
     def of(cls, report: EvalReport | Mapping[str, Any]) -> Side:
@@ -49,7 +51,8 @@ class Side:
                        task=str(data["task"]), split=str(data["split"]), lm_key=str(data.get("lm_key", "")),
                        scores=scores, dollars=float(data.get("dollars", 0.0)), tokens=int(data.get("tokens", 0)),
                        llm_calls=int(data.get("llm_calls", 0)) + int(data.get("cache_hits", 0)),
-                       planned=int(data.get("planned") or len(data["examples"])))
+                       planned=int(data.get("planned") or len(data["examples"])),
+                       split_size=int(data.get("split_size") or 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise TaskError(f"not an evaluation report (missing or bad {exc}): write one with "
                             "'masforge evaluate SYSTEM -t TASK -o report.json'") from None
@@ -106,9 +109,19 @@ def outcome(n: int, ci_low: float, ci_high: float) -> str:
     return "no_difference"
 
 
-def too_few_words(n: int, flag: str = "--limit") -> str:
-    """The verdict under :data:`MIN_VERDICT_EXAMPLES` examples, naming the flag that scores more of them."""
-    return f"too few examples to tell ({n}; a verdict needs about {MIN_VERDICT_EXAMPLES}): raise {flag}"
+def more_examples_advice(flag: str, split: str, split_size: int) -> str:
+    """How to get enough examples for a verdict: ``raise FLAG``, or, when the split holds fewer than a verdict needs
+    (``split_size``; 0: not known), that the task needs more data (no limit can score examples that are not there)."""
+    if 0 < split_size < MIN_VERDICT_EXAMPLES:
+        return f"the {split} split holds {split_size}: give the task more data"
+    return f"raise {flag}"
+
+
+def too_few_words(n: int, flag: str = "--limit", split: str = "", split_size: int = 0) -> str:
+    """The verdict under :data:`MIN_VERDICT_EXAMPLES` examples, naming the flag that scores more of them, or saying
+    the split has no more (:func:`more_examples_advice`)."""
+    return (f"too few examples to tell ({n}; a verdict needs about {MIN_VERDICT_EXAMPLES}): "
+            f"{more_examples_advice(flag, split, split_size)}")
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,11 @@ class Comparison:
         return sum(side.scores[i] for i in self.example_ids) / self.n if self.n else 0.0
 
     @property
+    def split_size(self) -> int:
+        """Examples the compared split holds (the smaller side's count where both are known; 0: not known)."""
+        return min((s.split_size for s in (self.a, self.b) if s.split_size), default=0)
+
+    @property
     def outcome(self) -> str:
         """``better`` / ``worse`` (B against A: the paired 95% interval lies above / below 0), ``no_difference``
         (it contains 0), or ``too_few`` (fewer than :data:`MIN_VERDICT_EXAMPLES` paired examples)."""
@@ -157,7 +175,7 @@ class Comparison:
         """One sentence a reader can act on."""
         kind = self.outcome
         if kind == "too_few":
-            return too_few_words(self.n)
+            return too_few_words(self.n, "--limit", self.a.split, self.split_size)
         if kind == "better":
             return f"{self.b.name} is better than {self.a.name}: the 95% interval lies above 0 ({self.n} examples)"
         if kind == "worse":
@@ -194,7 +212,8 @@ def versus_seeds_sentence(comparison: Comparison) -> str:
     """B (the best new system of a search) against A (its best seed), as the search states its result."""
     return {"better": "better than the seeds", "worse": "worse than the seeds",
             "no_difference": "no better than the seeds",
-            "too_few": too_few_words(comparison.n, "--test-limit")}[comparison.outcome]
+            "too_few": too_few_words(comparison.n, "--test-limit", comparison.a.split,
+                                     comparison.split_size)}[comparison.outcome]
 
 
 def compare(a: Side | EvalReport | Mapping[str, Any], b: Side | EvalReport | Mapping[str, Any]) -> Comparison:

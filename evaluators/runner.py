@@ -101,6 +101,8 @@ class EvalReport:
     wall_s: float = 0.0
     max_unscored: float = 0.2
     """Largest share of unscored examples the score may leave out; above it the report is incomplete."""
+    split_size: int = 0
+    """Examples the split holds, beyond a limit (0: not known): whether more of them could be scored."""
 
     @property
     def scored(self) -> list[ExampleResult]:
@@ -210,7 +212,8 @@ class EvalReport:
         """JSON-ready numbers (what the archive stores as a result)."""
         lo, hi = self.ci
         return {"task": self.task, "split": self.split, "lm_key": self.lm_key, "score": self.score,
-                "ci_low": lo, "ci_high": hi, "n": self.n, "planned": self.planned, "dollars": self.dollars,
+                "ci_low": lo, "ci_high": hi, "n": self.n, "planned": self.planned, "split_size": self.split_size,
+                "dollars": self.dollars,
                 "tokens": self.tokens, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
                 "latency_s": self.latency_s, "failures": self.failures, "stopped": self.stopped,
                 "pruned": self.pruned, "wall_s": self.wall_s, "unscored": self.unscored,
@@ -257,6 +260,9 @@ class Evaluator:
         self.examples = task.split(split, limit=limit)
         if not self.examples:
             raise MasforgeError(f"task '{task.name}' split '{split}' has no examples (limit={limit})")
+        self.split_size = len(task.split(split)) if limit is not None and len(self.examples) == limit else \
+            len(self.examples)
+        """Examples the split holds (the evaluation scores the first ``limit`` of them)."""
         self.concurrency = concurrency
         self.example_timeout_s = example_timeout_s
         self.provider_wait_s = 3 * example_timeout_s if provider_wait_s is None else provider_wait_s
@@ -283,7 +289,7 @@ class Evaluator:
         mapping = input_mapping(genome, self.task)
         system = compile_genome(genome, self.client) if isinstance(genome, Genome) else genome(self.client)
         report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples),
-                            max_unscored=self.max_unscored)
+                            max_unscored=self.max_unscored, split_size=self.split_size)
         job = EvalJob(genome, self.task, mapping, system, self.client)
         started = time.perf_counter()
         batches = [self.examples]

@@ -134,7 +134,8 @@ class SearchResult:
         (nothing new was proposed, not re-scored). Never None."""
         found, seed = self.held_out()
         new = sum(1 for c in self.candidates if self.is_new(c))
-        return search_verdict(found, seed, new_systems=new, task=self.config.task, split=self.config.test_split)
+        return search_verdict(found, seed, new_systems=new, task=self.config.task, split=self.config.test_split,
+                              split_size=int(self.stats.get("test_split_size") or 0))
 
     def open_archive(self) -> Any:
         """The run's archive, opened (use it in a ``with`` block, or close it)."""
@@ -508,7 +509,8 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
              # new systems scored with no new LM call (every answer they needed was in the answer cache)
              "free": sum(1 for c in ctx.population if c.id not in seed_ids and not c.reused and not c.llm_calls),
              "probed": len(ctx.costs.known),
-             "selection_examples": plan.examples, "test_examples": plan.test_examples}
+             "selection_examples": plan.examples, "test_examples": plan.test_examples,
+             "test_split_size": plan.test_size}
     if executor.name != "local":
         stats["executor"] = executor.describe()
     if run.own_executor:
@@ -586,7 +588,7 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
     def held_out(genome: Genome) -> Side:
         known = scored.get(genome.id)
         if known is not None:
-            return held_out_side(known, cfg.task, cfg.test_split)
+            return held_out_side(known, cfg.task, cfg.test_split, tester.split_size)
         prev = run.archive.get_result(genome.id, task.name, cfg.test_split, tester.lm_key)
         if prev is not None and prev.n == len(tester.examples) and not stored_by_failing_provider(prev):
             scores, dollars = dict(prev.example_scores), prev.dollars
@@ -595,10 +597,11 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
             rep = tester.evaluate(genome)
             scores, dollars = rep.example_scores(), rep.dollars
         return Side(name=genome.name, genome_id=genome.id, task=cfg.task, split=cfg.test_split, lm_key="",
-                    scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples))
+                    scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples),
+                    split_size=tester.split_size)
 
     library = library_seeds(task) if LIBRARY in cfg.references else None
-    best_new = held_out_side(found, cfg.task, cfg.test_split) if found else None
+    best_new = held_out_side(found, cfg.task, cfg.test_split, tester.split_size) if found else None
     return check_references(given, library, best_new, held_out, ctx.evaluator, run.archive, run.race, ctx.emit)
 
 

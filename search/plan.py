@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from masforge.evaluators.compare import MIN_VERDICT_EXAMPLES
+from masforge.evaluators.compare import MIN_VERDICT_EXAMPLES, more_examples_advice
 from masforge.evaluators.estimate import Estimate, calls_per_example, estimate
 from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task
@@ -89,10 +89,9 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
         warnings.append(f"-n {plan.candidates} leaves no room for new systems: the {plan.seeds} seeds use it up, so "
                         f"nothing new is proposed; raise -n above {plan.seeds} or give fewer --seeds")
     if cfg.test_top_k and plan.test_examples < MIN_VERDICT_EXAMPLES:
-        more = ("raise --test-limit" if plan.test_size >= MIN_VERDICT_EXAMPLES else
-                f"the test split holds {plan.test_size}: give the task more data")
         warnings.append(f"{plan.test_examples} held-out examples cannot tell the found system from the seeds "
-                        f"(a verdict needs about {MIN_VERDICT_EXAMPLES}): {more}")
+                        f"(a verdict needs about {MIN_VERDICT_EXAMPLES}): "
+                        f"{more_examples_advice('--test-limit', cfg.test_split, plan.test_size)}")
     return lines, warnings
 
 

@@ -100,7 +100,7 @@ def verdict_words(c: Comparison) -> str:
     """What the paired difference supports, the found system against the reference."""
     return {"better": f"better than {c.a.name}", "worse": f"worse than {c.a.name}",
             "no_difference": f"not shown to differ from {c.a.name}",
-            "too_few": too_few_words(c.n, "--test-limit")}[c.outcome]
+            "too_few": too_few_words(c.n, "--test-limit", c.a.split, c.split_size)}[c.outcome]
 
 
 @dataclass

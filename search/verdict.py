@@ -122,9 +122,10 @@ class SearchVerdict:
 
 
 def search_verdict(found: TestScore | None, seed: TestScore | None, *, new_systems: int, task: str,
-                   split: str) -> SearchVerdict:
+                   split: str, split_size: int = 0) -> SearchVerdict:
     """The verdict of a search whose best new system and best seed got the held-out scores ``found`` and ``seed``
-    (None where not re-scored); ``new_systems`` is how many systems besides the seeds it evaluated."""
+    (None where not re-scored); ``new_systems`` is how many systems besides the seeds it evaluated, ``split_size``
+    how many examples the held-out split holds (0: not known)."""
     if new_systems == 0:
         return SearchVerdict("nothing_new", "nothing new was proposed: every candidate was a seed (raise the "
                              "budget's max_candidates, -n, above the number of seeds)",
@@ -135,7 +136,8 @@ def search_verdict(found: TestScore | None, seed: TestScore | None, *, new_syste
                              "before the re-scoring, or the test split is empty)",
                              found=found.name if found else None, seed=seed.name if seed else None)
     try:
-        comparison = compare(held_out_side(seed, task, split), held_out_side(found, task, split))
+        comparison = compare(held_out_side(seed, task, split, split_size),
+                             held_out_side(found, task, split, split_size))
     except MasforgeError:  # no held-out example scored by both
         return SearchVerdict("unpaired", "no verdict: the best new system and the best seed share no held-out "
                              "example", found=found.name, seed=seed.name)
@@ -143,7 +145,7 @@ def search_verdict(found: TestScore | None, seed: TestScore | None, *, new_syste
                          comparison=comparison)
 
 
-def held_out_side(t: TestScore, task: str, split: str) -> Side:
-    """One system's held-out scores as a side of a paired comparison."""
+def held_out_side(t: TestScore, task: str, split: str, split_size: int = 0) -> Side:
+    """One system's held-out scores as a side of a paired comparison (``split_size``: examples the split holds)."""
     return Side(name=t.name, genome_id=t.genome_id, task=task, split=split, lm_key="", scores=t.example_scores,
-                dollars=t.dollars_per_example * t.n, tokens=0, llm_calls=0, planned=t.n)
+                dollars=t.dollars_per_example * t.n, tokens=0, llm_calls=0, planned=t.n, split_size=split_size)

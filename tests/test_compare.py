@@ -141,3 +141,33 @@ def test_python_api_compares_two_evaluations() -> None:
     c = masforge.compare(seed, found)
     assert c.n == 4 and c.a.name == "io" and c.b.name == "chain-of-thought"
     assert c.wins + c.losses + c.ties == 4 and c.ci_low <= c.diff <= c.ci_high
+
+
+def test_too_few_examples_says_to_raise_the_limit_only_when_the_split_has_more() -> None:
+    """Issue 39: with 4 test lines every verdict still ended "raise --test-limit" / "raise --limit", which cannot
+    help. When the split holds fewer than a verdict needs, the advice is to give the task more data."""
+    exhausted = compare({**_report("io", [0.0] * 4), "split_size": 4}, {**_report("found", [1.0] * 4), "split_size": 4})
+    for said in (exhausted.verdict, exhausted.versus_seeds()):
+        assert said.endswith("the test split holds 4: give the task more data") and "raise" not in said, said
+    more = compare({**_report("io", [0.0] * 4), "split_size": 500}, {**_report("found", [1.0] * 4), "split_size": 500})
+    assert more.verdict.endswith("raise --limit") and more.versus_seeds().endswith("raise --test-limit")
+    unknown = compare(_report("io", [0.0] * 4), _report("found", [1.0] * 4))  # a report from before split sizes
+    assert unknown.verdict.endswith("raise --limit")
+
+
+def test_an_evaluation_report_says_how_many_examples_its_split_holds(tmp_path: Path) -> None:
+    from masforge.evaluators.runner import Evaluator
+    from masforge.evaluators.tasks import get_task
+    from masforge.lm.client import LMClient
+    from masforge.seeds import load_seed
+
+    task = get_task(TASK)
+    client = LMClient({"worker": "fake"}, cache=False)
+    report = Evaluator(task, client, split="validation", limit=3).evaluate(load_seed("io"))
+    assert report.planned == 3 and report.summary()["split_size"] == len(task.split("validation")) > 30
+    data = tmp_path / "four.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                            for i in range(20)))
+    small = get_task(str(data))
+    a, b = (Side.of(Evaluator(small, client, split="test", limit=50).evaluate(load_seed(s))) for s in ("io", "cot"))
+    assert a.split_size == 4 and compare(a, b).verdict.endswith("the test split holds 4: give the task more data")

@@ -264,6 +264,8 @@ def test_a_small_jsonl_search_says_its_real_counts_and_gives_no_verdict(tmp_path
     assert "time: under a minute" in shown
     assert "held-out test, the same 2 examples for both" in shown
     assert "(paired 95% CI): too few examples to tell (2;" in shown and "better than the seeds" not in shown
+    # 2 test lines: no limit can score more of them (issue 39: the end line said "raise --test-limit")
+    assert "the test split holds 2: give the task more data" in shown and "raise --test-limit" not in shown
     assert "validation+train (10 examples)" in shown and "100000" not in shown.split("held-out test, the same")[1]
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
     assert summary["verdict"]["n"] == 2 and summary["verdict"]["outcome"] == "too_few"
