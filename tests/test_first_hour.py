@@ -412,3 +412,42 @@ def test_an_evaluation_piped_to_a_log_writes_a_line_while_one_long_example_runs(
     code, out = _invoke("evaluate", "io", "--task", TASK, "--lm", "fake", "--limit", "1", "--no-cache")
     assert code == 0, out
     assert re.search(r"\ds: io on \S+ 0/1 examples, no example finished yet", out), out
+
+
+# -- issue 39: small first-hour defects, each a one-line answer at once ------------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "cot", "--task", TASK, "--limit", "2"],
+    ["search", "--task", TASK, "-n", "2"],
+])
+def test_an_unknown_local_model_is_one_line_before_the_plan(tmp_path: Path, command: list[str]) -> None:
+    code, out = _invoke(*command, "--lm", "local:nosuchmodel")
+    assert code == 1
+    assert out.strip() == "error: unknown local model 'nosuchmodel': choose one of qwen, smollm2", out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_provider_is_refused_without_importing_litellm(tmp_path: Path) -> None:
+    """Importing litellm takes seconds (17 s in all on a busy machine): a provider name that litellm lists nowhere
+    is refused before it is imported. A name it may route is still asked of litellm itself."""
+    script = ("import sys\nsys.argv = ['masforge', 'search', '--task', 'rg:basic_arithmetic', '--lm', 'nosuch/model']\n"
+              "from masforge.cli import main\ntry:\n    main()\nexcept SystemExit as stop:\n"
+              "    print('exit', stop.code, 'litellm imported:', 'litellm' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         env={**os.environ, "COLUMNS": "250"})
+    assert "litellm knows no provider 'nosuch'" in run.stderr, run.stderr
+    assert run.stdout.strip() == "exit 1 litellm imported: False", run.stdout
+    from masforge.lm.config import _surely_unrouted
+
+    for model in ("openai/gpt-4o-mini", "ollama/llama3", "hosted_vllm/my-model", "meta/llama-2-70b-chat"):
+        assert not _surely_unrouted(parse_lm(model)), model
+    assert not _surely_unrouted(LMConfig(model="nosuch/model", api_base="http://127.0.0.1:9/v1"))
+
+
+def test_export_to_a_folder_says_so_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    code, out = _invoke("export", "cot", "-o", "adir")
+    assert code == 1
+    assert out.strip() == f"error: -o adir is a folder: give the file to write, e.g. -o {Path('adir', 'system.py')}"
+    assert ".tmp" not in out and list((tmp_path / "adir").iterdir()) == []

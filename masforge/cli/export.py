@@ -46,6 +46,9 @@ def export(
             raise ConfigError(f"unknown --format '{fmt}' (use {', '.join(EXPORT_FORMATS)})")
         if api_base and not lm:
             raise ConfigError("--api-base needs --lm (e.g. --lm openai/<model> --api-base http://HOST:PORT/v1)")
+        if output is not None and output.is_dir():
+            example = output / {"python": "system.py", "yaml": "genome.yaml", "json": "genome.json"}[fmt]
+            raise ConfigError(f"-o {output} is a folder: give the file to write, e.g. -o {example}")
         genome, found = resolve_export(ref, archive)
         cfg = parse_lm(lm) if lm else (found or parse_lm(None))
         if api_base:

@@ -7,10 +7,14 @@ embedded llama.cpp model (started on demand, free); ``fake`` is the deterministi
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from masforge.errors import ConfigError
@@ -96,10 +100,12 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
         # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
         # One request at a time on llama-cpp-python's server (it serialises them); with llama.cpp's own, its slots.
         # A server another masforge process shares with this one keeps its own slot count.
-        from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL
+        from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL, get_spec
         from masforge.runtime.local_model.llama_server import local_slots
 
-        slots = local_slots(text.partition(":")[2] or DEFAULT_LOCAL_MODEL)
+        name = text.partition(":")[2] or DEFAULT_LOCAL_MODEL
+        get_spec(name)  # an unknown name is one line now, not after the search has started
+        slots = local_slots(name)
         return LMConfig(model=text, max_concurrency=slots, max_tokens=max_tokens, temperature=temperature,
                         timeout_s=LOCAL_TIMEOUT_S)
     if text == "fake" or text.startswith("fake:"):
@@ -113,14 +119,46 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
 def _provider(cfg: LMConfig) -> str:
     """The provider litellm routes ``cfg.model`` to; ConfigError when it knows none (a typo such as
     ``foobar/some-model`` would otherwise fail on every call and score every system 0)."""
+    prefix = cfg.model.split("/", 1)[0]
+    unknown = ConfigError(f"LM '{cfg.model}': litellm knows no provider '{prefix}'; use a litellm model string "
+                          "such as openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest or ollama/llama3, or 'local'")
+    if _surely_unrouted(cfg):
+        raise unknown
     litellm = quiet_litellm()
     try:
         return str(litellm.get_llm_provider(cfg.model, api_base=cfg.api_base)[1])
     except Exception:  # litellm raises its own BadRequestError (and others) for an unknown provider
-        prefix = cfg.model.split("/", 1)[0]
-        raise ConfigError(f"LM '{cfg.model}': litellm knows no provider '{prefix}'; use a litellm model string "
-                          "such as openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest or ollama/llama3, "
-                          "or 'local'") from None
+        raise unknown from None
+
+
+def _surely_unrouted(cfg: LMConfig) -> bool:
+    """True when litellm routes ``cfg.model`` nowhere, told from litellm's files without importing it (the import
+    takes seconds, so a typo was refused only after them): no api_base, a prefix that is none of litellm's provider
+    names (its ``LlmProviders`` and its JSON-configured providers) and a name that is no model it lists (its price
+    list, its constants; a name with a version after ":" may be a Replicate model). False whenever unsure (litellm
+    already imported, files laid out otherwise): then litellm itself is asked."""
+    if cfg.api_base or "litellm" in sys.modules or ":" in cfg.model:
+        return False
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        return False
+    root = Path(spec.origin).parent
+    try:
+        tree = ast.parse((root / "types" / "utils.py").read_text(encoding="utf-8"))
+        configured = root / "llms" / "openai_like" / "providers.json"
+        providers = set(json.loads(configured.read_text(encoding="utf-8"))) if configured.is_file() else set()
+        listed = "".join((root / name).read_text(encoding="utf-8")
+                         for name in ("model_prices_and_context_window_backup.json", "constants.py"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
+            providers |= {item.value.value for item in node.body if isinstance(item, ast.Assign)
+                          and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str)}
+            break
+    else:
+        return False
+    return cfg.model.split("/", 1)[0] not in providers and f'{cfg.model}"' not in listed
 
 
 def check_credentials(cfg: LMConfig) -> None:
