@@ -6,7 +6,7 @@ are."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from masforge.genome.graph import lm_calls_per_example
@@ -14,11 +14,20 @@ from masforge.genome.schema import Genome
 from masforge.lm.config import LMConfig
 from masforge.lm.rates import seconds_per_call
 
+FAIL_SHARE = 0.5
+"""How often an estimate takes a gate to fail the code it checks (the agents behind its ``fail`` edge run only
+then), and a critique to find fault with a draft (refine revises only then)."""
 
-def calls_per_example(system: Any) -> float:
-    """LM calls a system (a Genome, or an exported module carrying one as ``.genome``) makes per example."""
+
+def calls_per_example(system: Any, *, code: bool = True) -> float:
+    """LM calls a system (a Genome, or an exported module carrying one as ``.genome``) makes per example, on
+    average: copies, rounds, a revision :data:`FAIL_SHARE` of the time, and the agents behind a gate's ``fail``
+    edge as often on a task whose answers are code (``code``); on any other a gate has nothing to run, so no
+    check fails."""
     genome = system if isinstance(system, Genome) else getattr(system, "genome", None)
-    return lm_calls_per_example(genome) if isinstance(genome, Genome) else 1.0
+    if not isinstance(genome, Genome):
+        return 1.0
+    return lm_calls_per_example(genome, fail_share=FAIL_SHARE if code else 0.0, fault_share=FAIL_SHARE)
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,8 @@ class Estimate:
     serial_s: float = 0.0
     shared: bool = False
     """The rate is a share of one server's time (the embedded model): calls in parallel do not divide it."""
+    fewest_calls: float | None = None
+    """Calls when a race drops every system it may after its first batch (None: no race can drop any)."""
 
     @property
     def seconds(self) -> float:
@@ -43,9 +54,8 @@ class Estimate:
 
     def more(self, calls: float = 0.0, serial_calls: float = 0.0, serial_s: float | None = None) -> Estimate:
         """This estimate with more calls (at its rate), and calls made one at a time at ``serial_s`` each."""
-        return Estimate(self.calls + calls, self.per_call_s, self.parallel, self.measured,
-                        self.serial_calls + serial_calls, self.serial_s if serial_s is None else serial_s,
-                        self.shared)
+        return replace(self, calls=self.calls + calls, serial_calls=self.serial_calls + serial_calls,
+                       serial_s=self.serial_s if serial_s is None else serial_s)
 
     def words(self) -> str:
         """E.g. ``up to about 4 min (24 LM calls at 10.0 s each, 1 at a time; measured on this machine; ...)``."""
@@ -56,8 +66,10 @@ class Estimate:
         about = "up to about " if self.seconds >= 60 else ""  # cached answers make it less
         serial = (f" and {self.serial_calls:.0f} meta-agent calls at {self.serial_s:.1f} s"
                   if self.serial_calls else "")
+        fewer = (f", {self.fewest_calls:.0f} if the race drops each system after its first batch"
+                 if self.fewest_calls is not None and self.fewest_calls < self.calls else "")
         return (f"{about}{duration(self.seconds)} ({self.calls:.0f} LM calls at {self.per_call_s:.1f} s each{at_once}"
-                f"{serial}; {rate}; answers already in the answer cache cost nothing)")
+                f"{serial}{fewer}; {rate}; answers already in the answer cache cost nothing)")
 
 
 def duration(seconds: float) -> str:

@@ -127,19 +127,42 @@ def reaches(genome: Genome, start: str, goal: str) -> bool:
 
 
 _CALLS_PER_MODULE = {"predict": 1, "chain_of_thought": 1, "react": 3, "program_of_thought": 2, "refine": 3,
-                     "execute": 0}  # an execute node runs code, no LM
+                     "execute": 0}  # an execute node runs code, no LM; refine: draft, critique, and a revision
 
 
-def lm_calls_per_example(genome: Genome) -> float:
+def lm_calls_per_example(genome: Genome, *, fail_share: float = 1.0, fault_share: float = 1.0) -> float:
     """Rough LM calls a system makes per example: its agents' copies, times the rounds for agents on a cycle,
-    times the calls their module makes (a code genome: its ``llm(`` calls, at least 1)."""
+    times the calls their module makes (a code genome: its ``llm(`` calls, at least 1). The defaults count the
+    most it can cost; an estimate of what it will cost says how often the optional calls happen: an agent behind
+    a gate's ``fail`` edges runs only when the gate fails (``fail_share`` of the time; a repair loop behind such an
+    edge repairs at most rounds - 1 times), and refine revises its draft only when its critique finds fault
+    (``fault_share``)."""
     if genome.kind == "code":
         return max(1.0, float((genome.code or "").count("llm(")))
     if genome.portfolio is not None:  # the costliest member the router may pick, or the whole escalation order
         body = genome.portfolio
-        per = [lm_calls_per_example(m) for m in body.members]
+        per = [lm_calls_per_example(m, fail_share=fail_share, fault_share=fault_share) for m in body.members]
         picked = max((per[i] for i in body.router.classes if 0 <= i < len(per)), default=0.0)
         return max(picked, sum(per[i] for i in set(body.escalation) if 0 <= i < len(per)))
     on_cycle = cyclic_agents(genome)
-    return float(sum(_CALLS_PER_MODULE.get(a.module, 1) * a.copies
-                     * (genome.topology.rounds if a.id in on_cycle else 1) for a in genome.agents))
+    gated = set() if fail_share == 1.0 else _behind_fail_edges(genome)
+    rounds = genome.topology.rounds
+    total = 0.0
+    for a in genome.agents:
+        runs = float(rounds if a.id in on_cycle else 1)
+        if a.id in gated:
+            runs = fail_share * (max(1, rounds - 1) if a.id in on_cycle else 1)
+        calls = _CALLS_PER_MODULE.get(a.module, 1) - (1.0 - fault_share if a.module == "refine" else 0.0)
+        total += calls * a.copies * runs
+    return total
+
+
+def _behind_fail_edges(genome: Genome) -> set[str]:
+    """Agents whose conditional edges in all wait for a ``fail`` verdict (an agent with conditional edges in runs
+    only when one of them carries)."""
+    verdicts: dict[str, set[str]] = {}
+    for a, b in genome.topology.edges:
+        verdict = genome.topology.condition_of(a, b)
+        if verdict is not None:
+            verdicts.setdefault(b, set()).add(verdict)
+    return {agent for agent, kinds in verdicts.items() if kinds == {"fail"}}

@@ -305,7 +305,7 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     prices = _lm_prices(run.client) if cfg.budget.max_dollars is not None else {}
     warnings = [w for w in [free_lm_warning(cfg.budget, prices)] if w]
     plan = make_plan(cfg, task_obj, seeds)  # the real counts, after the split
-    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, run.search_budget, lms, seeds)
+    plan_text, plan_warnings = plan_lines(cfg, task_obj, plan, run.search_budget, lms, seeds, pipeline)
     warnings += plan_warnings
     ctx = SearchContext(task_obj, run.evaluator, run.client, run.archive, run_id=run_dir.name, budget=cfg.budget,
                         seed=cfg.seed, on_event=_listener(ui, events, run.ledger), fitness=Fitness(cfg.cost_weight),

@@ -5,8 +5,9 @@ systems, a held-out test too small for a verdict), and about how long it will ta
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from masforge.evaluators.compare import MIN_VERDICT_EXAMPLES, more_examples_advice
 from masforge.evaluators.estimate import Estimate, calls_per_example, estimate
@@ -16,9 +17,12 @@ from masforge.genome.schema import Genome
 from masforge.lm.budget import Budget
 from masforge.lm.config import LMConfig
 from masforge.search.config import RunConfig
+from masforge.search.strategies.base import Strategy
 
-META_CALLS_PER_PROPOSAL = 2
-"""Meta-agent calls per new system, on average (a proposal, sometimes a repair or a reflection)."""
+UNLIMITED_NEW_SYSTEMS = 20
+"""New systems the estimate prices when no candidate limit is set."""
+SKETCHES = 16
+"""Runs of the strategies' LM-free sketch of their proposals (a fixed random seed) the estimate averages over."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,13 @@ class SearchPlan:
     test_size: int
     seeds: int
     candidates: int | None
-    finalists: int
+    test_top_k: int
+    """Finalists re-scored on the held-out split besides the best seed and the best new system (0: none)."""
+    code: bool = False
+    """The task's answers are code (its gates have something to check)."""
+    race_first: int | None = None
+    """Examples in a race's first batch, when a race may drop a system after it (None: every system is scored on
+    all ``examples``)."""
 
     @property
     def new_systems(self) -> int | None:
@@ -48,8 +58,10 @@ def make_plan(cfg: RunConfig, task: Task, seeds: Sequence[Genome]) -> SearchPlan
     test_size = sum(sizes.get(part, 0) for part in split_parts(cfg.test_split))
     examples = split_size if cfg.limit is None else min(cfg.limit, split_size)
     test = 0 if not cfg.test_top_k else test_size if cfg.test_limit is None else min(cfg.test_limit, test_size)
+    race_first = cfg.race_first if cfg.race and examples > cfg.race_first else None
     return SearchPlan(examples=examples, split_size=split_size, test_examples=test, test_size=test_size,
-                      seeds=len(seeds), candidates=cfg.budget.max_candidates, finalists=cfg.test_top_k + 2)
+                      seeds=len(seeds), candidates=cfg.budget.max_candidates,
+                      test_top_k=cfg.test_top_k, code=task.metric_name == "code", race_first=race_first)
 
 
 def _capped(flag: str, asked: int | None, got: int, where: str) -> str:
@@ -64,7 +76,8 @@ def _split_words(split: str) -> str:
 
 
 def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budget,
-               lms: dict[str, LMConfig], seeds: Sequence[Genome]) -> tuple[list[str], list[str]]:
+               lms: dict[str, LMConfig], seeds: Sequence[Genome],
+               pipeline: Sequence[Strategy] = ()) -> tuple[list[str], list[str]]:
     """(lines, warnings) a search prints before it starts."""
     lines: list[str] = []
     if task.split_note:
@@ -83,7 +96,8 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
     elif cfg.test_top_k:
         text += f"; then the finalists are re-scored on {held}"
     lines.append(text)
-    lines.append(f"time: {search_estimate(plan, lms, seeds, cfg.concurrency).words()}; a busy machine is slower")
+    lines.append(f"time: {search_estimate(plan, lms, seeds, cfg.concurrency, pipeline).words()}; a busy machine "
+                 "is slower")
     warnings: list[str] = []
     if plan.new_systems == 0:
         warnings.append(f"-n {plan.candidates} leaves no room for new systems: the {plan.seeds} seeds use it up, so "
@@ -95,15 +109,61 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
     return lines, warnings
 
 
-def search_estimate(plan: SearchPlan, lms: dict[str, LMConfig], seeds: Sequence[Genome],
-                    concurrency: int) -> Estimate:
-    """LM calls and time of the whole search: the seeds and the new systems on the search split (new systems cost
-    what the seeds cost on average, plus the meta-agent's calls), then the finalists on the held-out split."""
-    worker = lms["worker"]
-    per_seed = [calls_per_example(g) for g in seeds] or [1.0]
-    mean = sum(per_seed) / len(per_seed)
-    new = plan.new_systems if plan.new_systems is not None else 20
+def search_estimate(plan: SearchPlan, lms: dict[str, LMConfig], seeds: Sequence[Genome], concurrency: int,
+                    pipeline: Sequence[Strategy] = ()) -> Estimate:
+    """LM calls and time of the whole search, counted as its strategies will ask for them: each seed's calls per
+    example (copies, rounds, gates) on the search split; each new system priced as the strategy that makes it
+    would make it (:func:`new_system_calls`), plus that strategy's meta-agent calls; then the finalists on the
+    held-out split (the best seed and the new systems the top ones are among). With a race, the fewest calls are
+    those where every system after the first is dropped after the race's first batch."""
+    seed_calls = [calls_per_example(g, code=plan.code) for g in seeds] or [1.0]
+    seed_mean = sum(seed_calls) / len(seed_calls)
+    new = plan.new_systems if plan.new_systems is not None else UNLIMITED_NEW_SYSTEMS
+    strategies = _strategy_of_each(new, pipeline)
+    new_calls = new_system_calls(strategies, seeds, code=plan.code)
+    new_mean = sum(new_calls) / len(new_calls) if new_calls else seed_mean
+    # the top k hold the best system, a seed or a new one: the best of the other kind makes one more finalist
+    finalists = min(plan.test_top_k + (1 if new and seeds else 0), len(seeds) + new) if plan.test_examples else 0
+    held_out = (seed_mean + (finalists - 1) * (new_mean if new else seed_mean)) * plan.test_examples \
+        if finalists else 0.0
+    search_calls = (sum(seed_calls) + sum(new_calls)) * plan.examples
+    fewest = None
+    if plan.race_first is not None:  # every system but the first seed dropped after the race's first batch
+        dropped = sum(seed_calls[1:]) + sum(new_calls)
+        fewest = search_calls - dropped * (plan.examples - plan.race_first) + held_out
     meta_s = estimate([], 0, lms["meta"], 1).per_call_s
-    return estimate(seeds, plan.examples, worker, concurrency).more(
-        calls=new * mean * plan.examples + plan.finalists * mean * plan.test_examples,
-        serial_calls=new * META_CALLS_PER_PROPOSAL, serial_s=meta_s)
+    base = estimate([], 0, lms["worker"], concurrency)
+    return replace(base.more(calls=search_calls + held_out,
+                             serial_calls=sum(s.meta_calls_per_system() for s in strategies), serial_s=meta_s),
+                   fewest_calls=fewest)
+
+
+def _strategy_of_each(new: int, pipeline: Sequence[Strategy]) -> list[Strategy | None]:
+    """The strategy that makes each of ``new`` systems: each stage of the pipeline but the last gets its share of
+    what is left, as the engine runs them (None: no pipeline given)."""
+    if not pipeline:
+        return [None] * new
+    out: list[Strategy | None] = []
+    for i, strategy in enumerate(pipeline):
+        left = new - len(out)
+        count = left if i == len(pipeline) - 1 else max(1, left // (len(pipeline) - i))
+        out += [strategy] * min(count, left)
+    return out
+
+
+def new_system_calls(strategies: Sequence[Strategy | None], seeds: Sequence[Genome], *,
+                     code: bool = False) -> list[float]:
+    """LM calls per example of each new system, in order: the mean over :data:`SKETCHES` runs in which each
+    strategy sketches its next system from the seeds and the systems sketched before (its own LM-free edits;
+    a meta-agent's system is priced like its parent)."""
+    if not seeds:
+        return [1.0] * len(strategies)
+    totals = [0.0] * len(strategies)
+    rng = random.Random(0)
+    for _ in range(SKETCHES):
+        population = list(seeds)
+        for i, strategy in enumerate(strategies):
+            child = strategy.sketch(population, rng) if strategy is not None else rng.choice(population)
+            population.append(child)
+            totals[i] += calls_per_example(child, code=code)
+    return [t / SKETCHES for t in totals]

@@ -14,9 +14,11 @@ context pays for them; a strategy that screens differently overrides :meth:`Stra
 from __future__ import annotations
 
 import inspect
+import random
 import re
 import typing
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -174,6 +176,18 @@ class Strategy(ABC):
     def observe(self, ctx: SearchContext, proposal: Proposal, candidate: Candidate | None) -> None:
         """Called after each proposal is evaluated (``None``: invalid or rejected)."""
         return None
+
+    # -- what the plan's estimate prices (see masforge.search.plan) -----------------------------------
+
+    def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
+        """A system this strategy might propose next from ``population``, made without an LM: what the plan's
+        estimate prices a new system at. By default a member as it is (a meta-agent's child is priced like its
+        parent); a strategy whose own edits change what a system costs (copies, agents, rounds) makes them."""
+        return rng.choice(list(population))
+
+    def meta_calls_per_system(self) -> float:
+        """Meta-agent calls this strategy makes for each new system, at most on average (0: it needs none)."""
+        return 0.0
 
     def admit(self, ctx: SearchContext, genome: Genome) -> bool:
         """False when the surrogate (if on) calls ``genome`` hopeless."""

@@ -33,7 +33,9 @@ would wrongly call every rewrite of a strong system hopeless.
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
@@ -210,6 +212,21 @@ class Coevolve(Strategy):
         agents = [a for a in genome.agents if a.module != "execute"]
         return sorted(agents, key=lambda a: (-worth.get(a.id, 0.0), a.id not in feeders,
                                              a.id == genome.topology.judge))
+
+    def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
+        # a rewrite of instructions costs what its parent does; one system in slow_every + 1 is a topology edit
+        parent = rng.choice(list(population))
+        if not self.slow_every or rng.random() >= 1.0 / (self.slow_every + 1):
+            return parent
+        out = mutate_with(parent, rng, edits=self.edits)
+        return parent if out is None else out.genome
+
+    def meta_calls_per_system(self) -> float:
+        # one rewrite per step; a topology edit by the meta-agent (a proposal and up to 2 repairs) when asked
+        if not self.slow_every:
+            return 1.0
+        topology = 3.0 if self.use_meta_agent else 0.0
+        return (self.slow_every + topology) / (self.slow_every + 1)
 
     def _fast(self, ctx: SearchContext, parent: Candidate) -> Proposal | None:
         g = parent.genome

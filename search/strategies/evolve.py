@@ -15,6 +15,8 @@ memory, and the most telling notes are summarised into the meta-agent's mutation
 from __future__ import annotations
 
 import difflib
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,6 +156,17 @@ class EvolveSearch(MetaAgentStrategy):
     def setup(self, ctx: SearchContext) -> None:
         super().setup(ctx)
         self.pool = ctx.best(self.population_size)
+
+    def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
+        parent = rng.choice(list(population))
+        if rng.random() >= self.structural_rate:
+            return parent  # the meta-agent's child, priced like its parent
+        out = structural.mutate(parent, rng)
+        return parent if out is None else out[0]
+
+    def meta_calls_per_system(self) -> float:
+        # only the children the meta-agent makes; a failed meta crossover is followed by a meta mutation
+        return (1.0 - self.structural_rate) * (1.0 + self.crossover_rate) * super().meta_calls_per_system()
 
     # ------------------------------------------------------------------ steps
 

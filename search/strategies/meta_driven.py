@@ -52,6 +52,12 @@ class MetaAgentStrategy(Strategy):
             raise RuntimeError(f"{self.name}: setup() first")
         return self.meta
 
+    def meta_calls_per_system(self) -> float:
+        """A proposal and each repair of a reply that does not parse (a small model's often do not), and the
+        reflection when it is on."""
+        calls = 1.0 + self.agent_options["max_repairs"]
+        return calls * 2 if self.reflect else calls
+
     def reflected(self, proposal: Proposal | None, ctx: SearchContext) -> Proposal | None:
         """``proposal`` revised by self-reflection when ``reflect`` is on (the original if the revision fails)."""
         if proposal is None or not self.reflect:

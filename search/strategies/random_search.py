@@ -3,6 +3,10 @@ structural edits to a random candidate."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+
+from masforge.genome.schema import Genome
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.structural import mutate
 from masforge.search.selection import Uniform
@@ -20,13 +24,22 @@ class RandomSearch(Strategy):
         if not ctx.population:
             return []
         parent = self.selector.select(ctx.population, ctx)
-        genome, notes = parent.genome, []
-        for _ in range(ctx.rng.randint(1, 3)):
-            out = mutate(genome, ctx.rng)
-            if out is None:
-                break
-            genome, what = out
-            notes.append(what)
+        genome, notes = _edited(parent.genome, ctx.rng)
         if not notes:
             return []
         return [Proposal(genome, [parent.id], "random_edit", "; ".join(notes))]
+
+    def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
+        return _edited(rng.choice(list(population)), rng)[0]
+
+
+def _edited(genome: Genome, rng: random.Random) -> tuple[Genome, list[str]]:
+    """``genome`` after 1-3 random structural edits, and the edits in words (none: no edit applied)."""
+    notes: list[str] = []
+    for _ in range(rng.randint(1, 3)):
+        out = mutate(genome, rng)
+        if out is None:
+            break
+        genome, what = out
+        notes.append(what)
+    return genome, notes
