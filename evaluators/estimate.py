@@ -82,8 +82,10 @@ def duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def estimate(systems: Sequence[Any], examples: int, lm: LMConfig, concurrency: int) -> Estimate:
-    """Evaluating ``systems`` on ``examples`` examples each with ``lm``, ``concurrency`` examples at once."""
+def estimate(systems: Sequence[Any], examples: int, lm: LMConfig, concurrency: int, *,
+             code: bool = True) -> Estimate:
+    """Evaluating ``systems`` on ``examples`` examples each with ``lm``, ``concurrency`` examples at once
+    (``code``: the task's answers are code, see :func:`calls_per_example`)."""
     per_call, measured = seconds_per_call(lm)
-    calls = sum(calls_per_example(s) for s in systems) * examples
+    calls = sum(calls_per_example(s, code=code) for s in systems) * examples
     return Estimate(calls, per_call, max(1, min(concurrency, lm.max_concurrency)), measured, shared=lm.is_local)

@@ -30,6 +30,7 @@ from masforge.archive.claims import Claim
 from masforge.archive.protocol import ArchiveLike, ClaimingArchive
 from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, MasforgeError, RunHalted
+from masforge.evaluators.estimate import estimate
 from masforge.evaluators.one_example import refused_by_provider
 from masforge.evaluators.racing import Race, RaceSettings
 from masforge.evaluators.runner import EvalReport, Evaluator
@@ -375,9 +376,11 @@ class SearchContext:
         best = self.best(1)
         threshold = best[0].score if best else None
         race = self._race()
-        self.emit(ev.Evaluating(name=p.genome.name, operator=p.operator))
+        self.emit(ev.Evaluating(name=p.genome.name, operator=p.operator,
+                                **self.expected_cost(p.genome, self.evaluator)))
         try:
-            report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race)
+            report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race,
+                                             progress=self.example_progress(p.genome.name))
         except MasforgeError as exc:
             if isinstance(exc, RunHalted):
                 self.halt(Stop(exc.limit, "--lm", str(exc)))
@@ -421,6 +424,18 @@ class SearchContext:
         self._consider(cand)
         self._admit(cand, reused=False)
         return cand
+
+    def expected_cost(self, genome: Genome, evaluator: Evaluator) -> dict[str, Any]:
+        """What evaluating ``genome`` with ``evaluator`` is to take: its examples, LM calls and seconds (the fields
+        of :class:`~masforge.search.events.Evaluating` and :class:`~masforge.search.events.HeldOutTest`)."""
+        planned = len(evaluator.examples)
+        guess = estimate([genome], planned, self.client.config("worker"), evaluator.concurrency,
+                         code=self.task.metric_name == "code")
+        return {"planned": planned, "calls": guess.calls, "seconds": guess.seconds}
+
+    def example_progress(self, name: str) -> Callable[[int, int, EvalReport], None]:
+        """The progress callback of an evaluation of ``name``: each example that ends is an ``ExampleDone``."""
+        return lambda done, planned, _report: self.emit(ev.ExampleDone(name=name, done=done, planned=planned))
 
     def _incomplete(self, p: Proposal, strategy: str, report: EvalReport) -> None:
         """Keep the genome (and its lineage) without a result, to evaluate again; stop on an outage."""

@@ -549,8 +549,8 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
             with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
                 if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
-                    ctx.emit(ev.HeldOutTest(name=cand.genome.name))
-                    rep = tester.evaluate(cand.genome)
+                    ctx.emit(ev.HeldOutTest(name=cand.genome.name, **ctx.expected_cost(cand.genome, tester)))
+                    rep = tester.evaluate(cand.genome, progress=ctx.example_progress(cand.genome.name))
                     # per-example scores kept (example_scores): the verdict pairs the found system with the best seed
                     prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
                     unscored, stopped = rep.unscored, rep.stopped

@@ -92,10 +92,24 @@ class NewIncumbent(Event, kind="incumbent"):
 
 @dataclass(frozen=True)
 class Evaluating(Event, kind="evaluating"):
-    """The evaluation of a new genome starts."""
+    """The evaluation of a new genome starts: ``planned`` examples, about ``calls`` LM calls and ``seconds``
+    (by the seconds per call measured here; 0: not said)."""
 
     name: str
     operator: str
+    planned: int = 0
+    calls: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExampleDone(Event, kind="example_done"):
+    """An example of the evaluation under way (a candidate's, or a finalist's held-out one) ended: ``done`` of
+    ``planned``."""
+
+    name: str
+    done: int
+    planned: int
 
 
 @dataclass(frozen=True)
@@ -202,9 +216,13 @@ class Note(Event, kind="note"):
 
 @dataclass(frozen=True)
 class HeldOutTest(Event, kind="test"):
-    """A finalist is being re-scored on the held-out test split."""
+    """A finalist is being re-scored on the held-out test split: ``planned`` examples, about ``calls`` LM calls and
+    ``seconds`` (0: not said)."""
 
     name: str
+    planned: int = 0
+    calls: float = 0.0
+    seconds: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------------ knapsack

@@ -7,6 +7,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
@@ -91,6 +92,70 @@ HEARTBEAT_S = 60.0
 """Without a terminal (a log file), a line at least this often while a long evaluation runs."""
 
 
+def clock(seconds: float) -> str:
+    """``40s``, ``7 min``, ``1 h 20 min``: how long is left, as a progress line says it."""
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f}s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+@dataclass
+class Underway:
+    """The evaluation under way (a candidate's, or a finalist's on the held-out split) and how far it got."""
+
+    doing: str
+    """What is done, in words: ``evaluating io``, ``re-scoring io on the held-out test split``."""
+    planned: int
+    calls: float
+    """LM calls it is expected to ask (0: not said)."""
+    seconds: float
+    """About how long it was expected to take (0: not said)."""
+    answered_before: int
+    """LM answers (new and cached) the run had when it started: the ones since are its own."""
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    done_at: float = 0.0
+    """When its last example ended."""
+    answers: int = 0
+    """Its own LM answers seen so far, and when the last was seen."""
+    answered_at: float = 0.0
+
+    def finished(self, done: int, planned: int, now: float) -> None:
+        self.done, self.planned, self.done_at = done, planned, now
+
+    def see(self, answered: int, now: float) -> None:
+        """Note the run's LM answers (new and cached) at ``now``."""
+        own = answered - self.answered_before
+        if own > self.answers:
+            self.answers, self.answered_at = own, now
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left, counting down from the best evidence so far: the examples ended; before the first, its LM
+        answers against the calls it is expected to ask; before the first answer, the estimate. None: past the
+        estimate with no answer yet."""
+        if self.done:
+            per = (self.done_at - self.started) / self.done
+            return max(per * (self.planned - self.done) - (now - self.done_at), 0.0)
+        if self.answers and self.calls > self.answers:
+            per = (self.answered_at - self.started) / self.answers
+            return max(per * (self.calls - self.answers) - (now - self.answered_at), 0.0)
+        left = self.seconds - (now - self.started)
+        return left if self.seconds and left > 0 else None
+
+    def line(self, now: float) -> str:
+        """``evaluating io: 3/16 examples, ETA 4 min``."""
+        eta = self.eta(now)
+        if eta is not None:
+            when = f"ETA {clock(eta)}"
+        elif self.seconds:
+            over = now - self.started - self.seconds
+            when = f"no LM answer yet, {clock(over)} over the {clock(self.seconds)} estimated"
+        else:
+            when = "ETA after its first LM answer"
+        return f"{self.doing}: {self.done}/{self.planned} examples, {when}"
+
+
 class Heartbeat:
     """Calls ``beat`` on a daemon thread every few seconds (at most every :data:`HEARTBEAT_S`) between
     :meth:`start` and :meth:`stop`; ``beat`` decides whether a line is due. For progress written to a log."""
@@ -135,6 +200,9 @@ class SearchProgress:
         self.started = time.monotonic()
         self.last = ""
         self.working_on = ""
+        self.underway: Underway | None = None
+        """The evaluation under way, for the panel's and the log's progress line."""
+        self._panel = Group(Text("starting search ..."))
         self._printed = time.monotonic()
         self._beat = Heartbeat(self._heartbeat, "masforge-progress")
         self._depth = 0
@@ -146,8 +214,9 @@ class SearchProgress:
         self._depth += 1
         if self._depth > 1:
             return self
-        if self.enabled and self.console.is_terminal:
-            self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        if self.enabled and self.console.is_terminal:  # drawn anew at each refresh: elapsed time and ETA move
+            self.live = Live(console=self.console, refresh_per_second=4, transient=False,
+                             get_renderable=self._render)
             self.live.__enter__()
         elif self.enabled:
             self._beat.start()
@@ -159,22 +228,49 @@ class SearchProgress:
             return
         self._beat.stop()
         if self.live is not None:
-            self.live.update(self._render())
+            self.live.refresh()
             self.live.__exit__(None, None, None)
             self.live = None
 
     def _heartbeat(self) -> None:
         if time.monotonic() - self._printed < HEARTBEAT_S or self.ctx is None:
             return
-        snap = self.ctx.client.ledger.snapshot()
-        doing = f"evaluating {shorten_name(self.working_on, 40)}" if self.working_on else "working"
-        self._print(f"{time.monotonic() - self.started:.0f}s: {doing} ({self.ctx.evaluated} candidates done; "
-                    f"{snap['llm_calls']} LM calls answered, +{snap['cache_hits']} cached)")
+        snap, waiting = self.ctx.client.ledger.snapshot(), self.ctx.client.ledger.in_flight
+        answered = snap["llm_calls"] - waiting
+        self._print(f"{time.monotonic() - self.started:.0f}s: {self._now()} ({self.ctx.evaluated} candidates done; "
+                    f"{answered} LM calls answered, {waiting} waiting, +{snap['cache_hits']} cached)")
+
+    def _answered(self) -> int:
+        """LM answers of the run so far, new and cached (the ledger counts a call when it is sent)."""
+        if self.ctx is None:
+            return 0
+        ledger = self.ctx.client.ledger
+        snap = ledger.snapshot()
+        return snap["llm_calls"] - ledger.in_flight + snap["cache_hits"]
+
+    def _now(self) -> str:
+        """The evaluation under way with its examples done and ETA (``working`` between evaluations)."""
+        if self.underway is None:
+            return "working"
+        now = time.monotonic()
+        self.underway.see(self._answered(), now)
+        return self.underway.line(now)
+
+    def _start(self, doing: str, planned: int, calls: float, seconds: float) -> None:
+        self.underway = Underway(doing, planned, calls, seconds, self._answered())
 
     def __call__(self, event: Event) -> None:
         match event:
-            case ev.Evaluating(name=name) | ev.HeldOutTest(name=name):
+            case ev.Evaluating(name=name, planned=planned, calls=calls, seconds=seconds):
                 self.working_on = name
+                self._start(f"evaluating {shorten_name(name, 40)}", planned, calls, seconds)
+            case ev.HeldOutTest(name=name, planned=planned, calls=calls, seconds=seconds):
+                self.working_on = name
+                self._start(f"re-scoring {shorten_name(name, 40)} on the held-out test split", planned, calls,
+                            seconds)
+            case ev.ExampleDone(done=done, planned=planned) if self.underway is not None:
+                self.underway.finished(done, planned, time.monotonic())
+                return  # shown by the panel's next refresh, or the log's next heartbeat
             case ev.Notice(text=text, warning=warning):  # a run-level line (budget plan, warning, resume): as it is
                 self._print(f"[yellow]{text}[/yellow]" if warning else text)
                 return
@@ -188,7 +284,7 @@ class SearchProgress:
             return
         self.last = redact(text)  # rejection reasons quote errors; the terminal output is often a log file
         if self.live is not None:
-            self.live.update(self._render())
+            self.live.refresh()
         elif self.enabled and self.ctx is not None:
             self._print(self._line())
 
@@ -221,6 +317,15 @@ class SearchProgress:
                 f"${s['snap']['dollars']:.4f}, {s['snap']['tokens']} tok | {self.last}")
 
     def _render(self) -> Group:
+        """The panel; drawn by the display's refresh thread while the search changes what it reads, so a draw
+        that meets a list changing under it keeps the last panel."""
+        try:
+            self._panel = self._draw()
+        except RuntimeError:
+            pass
+        return self._panel
+
+    def _draw(self) -> Group:
         ctx = self.ctx
         if ctx is None:
             return Group(Text("starting search ..."))
@@ -244,5 +349,6 @@ class SearchProgress:
                       f"(+{snap['cache_hits']} cached, {snap['errors']} failed)")
         eta = f"{s['eta']:.0f}s" if s["eta"] is not None else "-"
         table.add_row("time", f"{s['elapsed']:.0f}s elapsed, ETA {eta}")
+        table.add_row("now", self._now())
         table.add_row("last", self.last)
         return Group(table)

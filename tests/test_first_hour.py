@@ -352,9 +352,9 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
                                "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
     run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
     text = log.getvalue()
-    beat = text.find("s: evaluating io (0 candidates done;")
-    assert beat >= 0, text
-    assert beat < text.find("io score"), text  # before the first candidate's line
+    beat = re.search(r"\ds: evaluating io: [0-2]/3 examples, ETA \d+s \(0 candidates done;", text)
+    assert beat is not None, text
+    assert beat.start() < text.find("io score"), text  # before the first candidate's line
 
 
 def test_the_embedded_models_rate_is_its_share_of_the_server() -> None:
@@ -403,7 +403,9 @@ def test_a_log_shows_the_held_out_rescoring_working(tmp_path: Path, monkeypatch:
     text = log.getvalue()
     start = text.find("re-scoring io on the held-out test split")
     assert start >= 0, text
-    assert re.search(r"\d+s: evaluating io \(1 candidates done;", text[start:]), text
+    # where it is out of the 8 held-out examples, and when it ends (issue 39: no position was shown)
+    assert re.search(r"\d+s: re-scoring io on the held-out test split: [0-7]/8 examples, ETA \d+s \(1 candidates "
+                     r"done;", text[start:]), text
 
 
 def test_an_evaluation_piped_to_a_log_writes_a_line_while_one_long_example_runs(
@@ -451,3 +453,62 @@ def test_export_to_a_folder_says_so_in_one_line(tmp_path: Path) -> None:
     assert code == 1
     assert out.strip() == f"error: -o adir is a folder: give the file to write, e.g. -o {Path('adir', 'system.py')}"
     assert ".tmp" not in out and list((tmp_path / "adir").iterdir()) == []
+
+
+# -- issue 39: progress that always moves: examples done of planned and an ETA, in every stage ------------------
+
+
+def test_the_eta_of_an_evaluation_counts_down_from_the_best_evidence_so_far() -> None:
+    from masforge.search.progress import Underway
+
+    job = Underway("evaluating io", planned=16, calls=32, seconds=160.0, answered_before=5, started=100.0)
+    assert job.eta(now=130.0) == 130.0  # nothing answered yet: the estimate, counting down
+    job.see(answered=7, now=140.0)  # 2 LM answers in 40 s, 30 to go
+    assert job.eta(now=140.0) == pytest.approx(20 * 30) and job.eta(now=150.0) == pytest.approx(20 * 30 - 10)
+    job.finished(4, 16, now=180.0)  # 4 examples in 80 s, 12 to go
+    assert job.eta(now=180.0) == pytest.approx(20 * 12) and job.eta(now=200.0) == pytest.approx(20 * 12 - 20)
+    assert job.line(now=200.0) == "evaluating io: 4/16 examples, ETA 4 min"
+    stuck = Underway("evaluating io", planned=8, calls=8, seconds=60.0, answered_before=0, started=0.0)
+    assert stuck.line(now=400.0) == "evaluating io: 0/8 examples, no LM answer yet, 6 min over the 60s estimated"
+
+
+def test_before_its_first_example_a_log_line_counts_the_eta_down(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's `make run`: "evaluating io (0 candidates done; 3 LM calls answered)" six minutes unchanged.
+    Before any example ends, the line says 0 of the examples planned and an ETA from the measured rate."""
+    import io
+
+    from rich.console import Console
+
+    from masforge.search.engine import run_search
+
+    for _ in range(4):
+        lm_rates.record(parse_lm("fake"), 1.0)  # the rate measured here: 1 s per call
+    lm_rates.save()
+    _slow_fake_lm(monkeypatch, 1.5)
+    log = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
+                               "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
+    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
+    waiting = re.findall(r"evaluating io: 0/3 examples, ETA (\d+)s \(0 candidates done; 0 LM calls answered",
+                         log.getvalue())
+    assert len(waiting) >= 2 and int(waiting[0]) > int(waiting[-1]), log.getvalue()  # it moves
+
+
+def test_the_live_panel_shows_the_examples_and_eta_of_each_stage(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from masforge.search.engine import run_search
+
+    _slow_fake_lm(monkeypatch, 0.3)
+    screen = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
+                               "test_limit": 4, "test_top_k": 1, "budget": {"max_candidates": 1},
+                               "output": str(tmp_path / "runs")})
+    run_search(cfg, progress=True, console=Console(file=screen, force_terminal=True, width=200))
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert re.search(r"now\s+evaluating io: [0-2]/3 examples, ETA \d+s", drawn), drawn
+    assert re.search(r"now\s+re-scoring io on the held-out test split: [0-3]/4 examples, ETA \d+s", drawn), drawn

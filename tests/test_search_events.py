@@ -20,8 +20,8 @@ from masforge.search.population import Candidate
 from masforge.search.progress import SearchProgress, describe_event
 
 PACKAGE = Path(__file__).resolve().parents[1]
-KINDS = {"candidate", "incumbent", "evaluating", "rejected", "duplicate", "skipped", "surrogate_skip", "waiting",
-         "incomplete", "diverged", "notice", "stage", "stalled", "note", "test", "knapsack_probe",
+KINDS = {"candidate", "incumbent", "evaluating", "example_done", "rejected", "duplicate", "skipped", "surrogate_skip",
+         "waiting", "incomplete", "diverged", "notice", "stage", "stalled", "note", "test", "knapsack_probe",
          "knapsack_blacklist", "knapsack_select"}
 CANDIDATE_ROW = ["t", "event", "id", "name", "score", "dollars", "operator", "strategy", "reused", "seq", "rng",
                  "spent"]
