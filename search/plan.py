@@ -21,8 +21,9 @@ from masforge.search.strategies.base import Strategy
 
 UNLIMITED_NEW_SYSTEMS = 20
 """New systems the estimate prices when no candidate limit is set."""
-SKETCHES = 16
-"""Runs of the strategies' LM-free sketch of their proposals (a fixed random seed) the estimate averages over."""
+SKETCHED_SYSTEMS = 160
+"""Systems the strategies sketch, LM-free, for the estimate to average over (in runs of the search's new systems,
+from a fixed random seed; at least 8 runs): a random edit's cost varies a lot, so a few runs would not do."""
 
 
 @dataclass(frozen=True)
@@ -153,17 +154,18 @@ def _strategy_of_each(new: int, pipeline: Sequence[Strategy]) -> list[Strategy |
 
 def new_system_calls(strategies: Sequence[Strategy | None], seeds: Sequence[Genome], *,
                      code: bool = False) -> list[float]:
-    """LM calls per example of each new system, in order: the mean over :data:`SKETCHES` runs in which each
-    strategy sketches its next system from the seeds and the systems sketched before (its own LM-free edits;
+    """LM calls per example of each new system, in order: the mean over runs (:data:`SKETCHED_SYSTEMS`) in which
+    each strategy sketches its next system from the seeds and the systems sketched before (its own LM-free edits;
     a meta-agent's system is priced like its parent)."""
-    if not seeds:
+    if not seeds or not strategies:
         return [1.0] * len(strategies)
     totals = [0.0] * len(strategies)
     rng = random.Random(0)
-    for _ in range(SKETCHES):
+    runs = max(8, SKETCHED_SYSTEMS // len(strategies))
+    for _ in range(runs):
         population = list(seeds)
         for i, strategy in enumerate(strategies):
             child = strategy.sketch(population, rng) if strategy is not None else rng.choice(population)
             population.append(child)
             totals[i] += calls_per_example(child, code=code)
-    return [t / SKETCHES for t in totals]
+    return [t / runs for t in totals]
