@@ -164,6 +164,22 @@ def _slow_fake_lm(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.3)
 
 
+def _io_search_shows(tmp_path: Path, *, terminal: bool = False, **options: Any) -> str:
+    """What a search of the io seed alone on 1 candidate shows on a console (a log, or a terminal's panel without
+    its control codes); ``options`` go into its run configuration."""
+    import io
+
+    from rich.console import Console
+
+    from masforge.search.engine import run_search
+
+    shown = io.StringIO()
+    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "concurrency": 1, "test_top_k": 0,
+                               "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs"), **options})
+    run_search(cfg, progress=True, console=Console(file=shown, force_terminal=terminal, width=200))
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.getvalue())
+
+
 def _flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
@@ -339,19 +355,8 @@ def test_a_log_shows_the_search_working_before_the_first_candidate_ends(tmp_path
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Piped to a log, a search printed nothing until its first candidate was scored (17 minutes in the issue's
     `make run`): a heartbeat line now says what it is evaluating while nothing else is printed."""
-    import io
-
-    from rich.console import Console
-
-    from masforge.search.config import RunConfig
-    from masforge.search.engine import run_search
-
     _slow_fake_lm(monkeypatch, 0.4)
-    log = io.StringIO()
-    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
-                               "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
-    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
-    text = log.getvalue()
+    text = _io_search_shows(tmp_path, limit=3)
     beat = re.search(r"\ds: evaluating io: [0-2]/3 examples, ETA \d+s \(0 candidates done;", text)
     assert beat is not None, text
     assert beat.start() < text.find("io score"), text  # before the first candidate's line
@@ -388,19 +393,8 @@ def test_an_evaluation_piped_to_a_log_writes_a_progress_line(monkeypatch: pytest
 def test_a_log_shows_the_held_out_rescoring_working(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The held-out re-scoring ran after the progress display had closed: `make run` printed nothing for its last
     8 minutes. The heartbeat goes on through it."""
-    import io
-
-    from rich.console import Console
-
-    from masforge.search.engine import run_search
-
     _slow_fake_lm(monkeypatch, 0.15)
-    log = io.StringIO()
-    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 2, "concurrency": 1,
-                               "test_limit": 8, "test_top_k": 1, "budget": {"max_candidates": 1},
-                               "output": str(tmp_path / "runs")})
-    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
-    text = log.getvalue()
+    text = _io_search_shows(tmp_path, limit=2, test_limit=8, test_top_k=1)
     start = text.find("re-scoring io on the held-out test split")
     assert start >= 0, text
     # where it is out of the 8 held-out examples, and when it ends (issue 39: no position was shown)
@@ -476,39 +470,18 @@ def test_before_its_first_example_a_log_line_counts_the_eta_down(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's `make run`: "evaluating io (0 candidates done; 3 LM calls answered)" six minutes unchanged.
     Before any example ends, the line says 0 of the examples planned and an ETA from the measured rate."""
-    import io
-
-    from rich.console import Console
-
-    from masforge.search.engine import run_search
-
     for _ in range(4):
         lm_rates.record(parse_lm("fake"), 1.0)  # the rate measured here: 1 s per call
     lm_rates.save()
     _slow_fake_lm(monkeypatch, 1.5)
-    log = io.StringIO()
-    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
-                               "test_top_k": 0, "budget": {"max_candidates": 1}, "output": str(tmp_path / "runs")})
-    run_search(cfg, progress=True, console=Console(file=log, force_terminal=False, width=200))
-    waiting = re.findall(r"evaluating io: 0/3 examples, ETA (\d+)s \(0 candidates done; 0 LM calls answered",
-                         log.getvalue())
-    assert len(waiting) >= 2 and int(waiting[0]) > int(waiting[-1]), log.getvalue()  # it moves
+    text = _io_search_shows(tmp_path, limit=3)
+    waiting = re.findall(r"evaluating io: 0/3 examples, ETA (\d+)s \(0 candidates done; 0 LM calls answered", text)
+    assert len(waiting) >= 2 and int(waiting[0]) > int(waiting[-1]), text  # it moves
 
 
 def test_the_live_panel_shows_the_examples_and_eta_of_each_stage(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-
-    from rich.console import Console
-
-    from masforge.search.engine import run_search
-
     _slow_fake_lm(monkeypatch, 0.3)
-    screen = io.StringIO()
-    cfg = RunConfig.from_data({"task": TASK, "lm": "fake", "seeds": ["io"], "limit": 3, "concurrency": 1,
-                               "test_limit": 4, "test_top_k": 1, "budget": {"max_candidates": 1},
-                               "output": str(tmp_path / "runs")})
-    run_search(cfg, progress=True, console=Console(file=screen, force_terminal=True, width=200))
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    drawn = _io_search_shows(tmp_path, terminal=True, limit=3, test_limit=4, test_top_k=1)
     assert re.search(r"now\s+evaluating io: [0-2]/3 examples, ETA \d+s", drawn), drawn
     assert re.search(r"now\s+re-scoring io on the held-out test split: [0-3]/4 examples, ETA \d+s", drawn), drawn
