@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from masforge.genome.graph import lm_calls_per_example
+from masforge.genome.graph import lm_call_keys, lm_calls_per_example
 from masforge.genome.schema import Genome
 from masforge.lm.config import LMConfig
 from masforge.lm.rates import seconds_per_call
@@ -28,6 +28,34 @@ def calls_per_example(system: Any, *, code: bool = True) -> float:
     if not isinstance(genome, Genome):
         return 1.0
     return lm_calls_per_example(genome, fail_share=FAIL_SHARE if code else 0.0, fault_share=FAIL_SHARE)
+
+
+def sent_calls(systems: Sequence[Genome], *, code: bool = True, seen: set[str] | None = None) -> list[float]:
+    """LM calls per example that each of ``systems``, evaluated in turn on the same examples, sends to the LM: the
+    calls (:func:`calls_per_example`) whose prompt no system before it asked (nor one in ``seen``, which grows),
+    since the answer cache answers those (:func:`~masforge.genome.graph.lm_call_keys`)."""
+    seen = set() if seen is None else seen
+    out = []
+    for genome in systems:
+        keys = _prompts(genome, code)
+        out.append(sum(weight for key, weight in keys.items() if key not in seen))
+        seen.update(keys)
+    return out
+
+
+_PROMPTS: dict[tuple[str, bool], dict[str, float]] = {}
+
+
+def _prompts(genome: Genome, code: bool) -> dict[str, float]:
+    """:func:`~masforge.genome.graph.lm_call_keys` of ``genome`` as an estimate counts them, kept by genome id (the
+    estimate asks for the same systems many times)."""
+    found = _PROMPTS.get((genome.id, code))
+    if found is None:
+        if len(_PROMPTS) > 20_000:
+            _PROMPTS.clear()
+        found = _PROMPTS[(genome.id, code)] = lm_call_keys(genome, fail_share=FAIL_SHARE if code else 0.0,
+                                                           fault_share=FAIL_SHARE)
+    return found
 
 
 @dataclass(frozen=True)

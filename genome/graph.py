@@ -3,6 +3,8 @@ execution order of the condensation (components run in topological order, ties b
 
 from __future__ import annotations
 
+import hashlib
+
 from masforge.genome.cycles import is_cyclic, strongly_connected
 from masforge.genome.schema import Genome
 
@@ -144,17 +146,73 @@ def lm_calls_per_example(genome: Genome, *, fail_share: float = 1.0, fault_share
         per = [lm_calls_per_example(m, fail_share=fail_share, fault_share=fault_share) for m in body.members]
         picked = max((per[i] for i in body.router.classes if 0 <= i < len(per)), default=0.0)
         return max(picked, sum(per[i] for i in set(body.escalation) if 0 <= i < len(per)))
+    runs = _runs(genome, fail_share)
+    total = 0.0
+    for a in genome.agents:
+        calls = _CALLS_PER_MODULE.get(a.module, 1) - (1.0 - fault_share if a.module == "refine" else 0.0)
+        total += calls * a.copies * runs[a.id]
+    return total
+
+
+def _runs(genome: Genome, fail_share: float) -> dict[str, float]:
+    """How many times each agent runs per example (see :func:`lm_calls_per_example`)."""
     on_cycle = cyclic_agents(genome)
     gated = set() if fail_share == 1.0 else _behind_fail_edges(genome)
     rounds = genome.topology.rounds
-    total = 0.0
+    runs = {}
     for a in genome.agents:
-        runs = float(rounds if a.id in on_cycle else 1)
+        runs[a.id] = float(rounds if a.id in on_cycle else 1)
         if a.id in gated:
-            runs = fail_share * (max(1, rounds - 1) if a.id in on_cycle else 1)
-        calls = _CALLS_PER_MODULE.get(a.module, 1) - (1.0 - fault_share if a.module == "refine" else 0.0)
-        total += calls * a.copies * runs
-    return total
+            runs[a.id] = fail_share * (max(1, rounds - 1) if a.id in on_cycle else 1)
+    return runs
+
+
+# The prompts each module's steps send, by the dspy module that sends them: refine drafts as chain of thought does,
+# so a refine agent's draft is the prompt a chain-of-thought agent with its settings sends.
+_STEPS: dict[str, tuple[str, ...]] = {"predict": ("Predict",), "chain_of_thought": ("ChainOfThought",),
+                                      "react": ("ReAct 1", "ReAct 2", "ReAct 3"),
+                                      "program_of_thought": ("pot write", "pot answer"),
+                                      "refine": ("ChainOfThought", "refine critique", "refine revise"), "execute": ()}
+
+
+def lm_call_keys(genome: Genome, *, fail_share: float = 1.0, fault_share: float = 1.0) -> dict[str, float]:
+    """The LM calls a system asks per example, each under a key that stands for its prompt (two systems, or two
+    agents, that send the same prompt share the key: the answer cache answers the second), with how many calls
+    the key stands for (as :func:`lm_calls_per_example` counts them). A prompt is what the agent's settings and
+    what it reads make it: its step, role, instructions, adapter, temperature, LM and tools, the task's fields
+    it reads, and the same of the agents it reads from (by their ids, which label their messages); each copy
+    is a sample of its own."""
+    if genome.kind == "code" or genome.portfolio is not None:  # no agents to share: one key per call
+        return {f"{genome.id}#{i}": 1.0 for i in range(round(lm_calls_per_example(genome)))}
+    runs = _runs(genome, fail_share)
+    by_id = {a.id: a for a in genome.agents}
+    known: dict[str, str] = {}
+
+    def prompt_of(aid: str, reading: frozenset[str]) -> str:
+        if aid in known:
+            return known[aid]
+        a = by_id[aid]
+        parts: list[object] = [a.role, a.instructions, a.adapter, a.temperature, a.lm, tuple(a.tools), a.signature,
+                               genome.topology.rounds if aid in cyclic_agents(genome) else 1]
+        for p in predecessors(genome, aid):
+            if p == "input":
+                parts.append(("input", tuple(genome.inputs), tuple(genome.outputs)))
+            elif p in reading or p not in by_id:  # a cycle: what it reads comes round again
+                parts.append((p, "cycle"))
+            else:
+                parts.append((p, by_id[p].copies, prompt_of(p, reading | {aid})))
+        known[aid] = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+        return known[aid]
+
+    keys: dict[str, float] = {}
+    for a in genome.agents:
+        steps = _STEPS.get(a.module, ("Predict",))
+        for copy in range(a.copies):
+            for step in steps:
+                weight = fault_share if step == "refine revise" else 1.0
+                key = f"{step}|{prompt_of(a.id, frozenset())}|{copy}"
+                keys[key] = keys.get(key, 0.0) + weight * runs[a.id]
+    return keys
 
 
 def _behind_fail_edges(genome: Genome) -> set[str]:

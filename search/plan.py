@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from masforge.evaluators.compare import MIN_VERDICT_EXAMPLES, more_examples_advice
-from masforge.evaluators.estimate import Estimate, calls_per_example, estimate
+from masforge.evaluators.estimate import Estimate, calls_per_example, estimate, sent_calls
 from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.lm.budget import Budget
 from masforge.lm.config import LMConfig
 from masforge.search.config import RunConfig
-from masforge.search.strategies.base import Strategy
+from masforge.search.strategies.base import Strategy, rewritten
 
 UNLIMITED_NEW_SYSTEMS = 20
 """New systems the estimate prices when no candidate limit is set."""
@@ -42,6 +42,8 @@ class SearchPlan:
     """Finalists re-scored on the held-out split besides the best seed and the best new system (0: none)."""
     code: bool = False
     """The task's answers are code (its gates have something to check)."""
+    seed: int = 0
+    """The search's random seed (what its strategies draw from)."""
     race_first: int | None = None
     """Examples in a race's first batch, when a race may drop a system after it (None: every system is scored on
     all ``examples``)."""
@@ -62,7 +64,8 @@ def make_plan(cfg: RunConfig, task: Task, seeds: Sequence[Genome]) -> SearchPlan
     race_first = cfg.race_first if cfg.race and examples > cfg.race_first else None
     return SearchPlan(examples=examples, split_size=split_size, test_examples=test, test_size=test_size,
                       seeds=len(seeds), candidates=cfg.budget.max_candidates,
-                      test_top_k=cfg.test_top_k, code=task.metric_name == "code", race_first=race_first)
+                      test_top_k=cfg.test_top_k, code=task.metric_name == "code", seed=cfg.seed,
+                      race_first=race_first)
 
 
 def _capped(flag: str, asked: int | None, got: int, where: str) -> str:
@@ -112,30 +115,32 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
 
 def search_estimate(plan: SearchPlan, lms: dict[str, LMConfig], seeds: Sequence[Genome], concurrency: int,
                     pipeline: Sequence[Strategy] = ()) -> Estimate:
-    """LM calls and time of the whole search, counted as its strategies will ask for them: each seed's calls per
-    example (copies, rounds, gates) on the search split; each new system priced as the strategy that makes it
-    would make it (:func:`new_system_calls`), plus that strategy's meta-agent calls; then the finalists on the
-    held-out split (the best seed and the new systems the top ones are among). With a race, the fewest calls are
-    those where every system after the first is dropped after the race's first batch."""
-    seed_calls = [calls_per_example(g, code=plan.code) for g in seeds] or [1.0]
-    seed_mean = sum(seed_calls) / len(seed_calls)
+    """LM calls the whole search sends and the time they take, counted as its strategies will ask for them: each
+    seed's calls per example (copies, rounds, gates) on the search split; each new system as the strategy that
+    makes it would make it (:func:`new_system_calls`), plus that strategy's meta-agent calls; then the finalists on
+    the held-out split (the best seed, and the new systems the top ones are among). A call whose prompt a system
+    before it asked on the same examples is answered by the answer cache and not counted. With a race, the fewest
+    calls are those where every system after the first is dropped after the race's first batch."""
+    code = plan.code
+    seed_sent = sent_calls(seeds, code=code) or [1.0]
+    seed_asked = sum(calls_per_example(g, code=code) for g in seeds) / len(seeds) if seeds else 1.0
     new = plan.new_systems if plan.new_systems is not None else UNLIMITED_NEW_SYSTEMS
     strategies = _strategy_of_each(new, pipeline)
-    new_calls = new_system_calls(strategies, seeds, code=plan.code)
-    new_mean = sum(new_calls) / len(new_calls) if new_calls else seed_mean
-    # the top k hold the best system, a seed or a new one: the best of the other kind makes one more finalist
+    new_sent, beyond_seeds = new_system_calls(strategies, seeds, code=code, seed=plan.seed)
+    # the top k hold the best system, a seed or a new one: the best of the other kind makes one more finalist; the
+    # first scored asks every call, the others only what it did not
     finalists = min(plan.test_top_k + (1 if new and seeds else 0), len(seeds) + new) if plan.test_examples else 0
-    held_out = (seed_mean + (finalists - 1) * (new_mean if new else seed_mean)) * plan.test_examples \
-        if finalists else 0.0
-    search_calls = (sum(seed_calls) + sum(new_calls)) * plan.examples
+    others = beyond_seeds if new else sum(seed_sent[1:]) / max(len(seed_sent) - 1, 1)
+    held_out = (seed_asked + (finalists - 1) * others) * plan.test_examples if finalists else 0.0
+    search_calls = (sum(seed_sent) + sum(new_sent)) * plan.examples
     fewest = None
     if plan.race_first is not None:  # every system but the first seed dropped after the race's first batch
-        dropped = sum(seed_calls[1:]) + sum(new_calls)
+        dropped = sum(seed_sent[1:]) + sum(new_sent)
         fewest = search_calls - dropped * (plan.examples - plan.race_first) + held_out
     meta_s = estimate([], 0, lms["meta"], 1).per_call_s
     base = estimate([], 0, lms["worker"], concurrency)
     return replace(base.more(calls=search_calls + held_out,
-                             serial_calls=sum(s.meta_calls_per_system() for s in strategies), serial_s=meta_s),
+                             serial_calls=sum(s.meta_calls_per_system() for s in strategies if s), serial_s=meta_s),
                    fewest_calls=fewest)
 
 
@@ -152,20 +157,28 @@ def _strategy_of_each(new: int, pipeline: Sequence[Strategy]) -> list[Strategy |
     return out
 
 
-def new_system_calls(strategies: Sequence[Strategy | None], seeds: Sequence[Genome], *,
-                     code: bool = False) -> list[float]:
-    """LM calls per example of each new system, in order: the mean over runs (:data:`SKETCHED_SYSTEMS`) in which
-    each strategy sketches its next system from the seeds and the systems sketched before (its own LM-free edits;
-    a meta-agent's system is priced like its parent)."""
+def new_system_calls(strategies: Sequence[Strategy | None], seeds: Sequence[Genome], *, code: bool = False,
+                     seed: int = 0) -> tuple[list[float], float]:
+    """(LM calls per example each new system sends, in order; what a new system sends beyond the seeds' prompts),
+    from runs in which each strategy sketches its next system from the seeds and the systems sketched before (its
+    own LM-free edits; an LM's system is priced like its parent, with prompts of its own). A pipeline of strategies
+    whose sketch is exact is sketched once, from the search's own random seed: those are the systems it will
+    propose. Others are averaged over runs (:data:`SKETCHED_SYSTEMS`)."""
     if not seeds or not strategies:
-        return [1.0] * len(strategies)
-    totals = [0.0] * len(strategies)
-    rng = random.Random(0)
-    runs = max(8, SKETCHED_SYSTEMS // len(strategies))
+        return [1.0] * len(strategies), 1.0
+    exact = all(s is not None and s.sketch_exact for s in strategies)
+    runs = 1 if exact else max(8, SKETCHED_SYSTEMS // len(strategies))
+    seed_prompts: set[str] = set()
+    sent_calls(seeds, code=code, seen=seed_prompts)
+    totals, beyond = [0.0] * len(strategies), 0.0
+    rng = random.Random(seed)
     for _ in range(runs):
         population = list(seeds)
-        for i, strategy in enumerate(strategies):
-            child = strategy.sketch(population, rng) if strategy is not None else rng.choice(population)
-            population.append(child)
-            totals[i] += calls_per_example(child, code=code)
-    return [t / runs for t in totals]
+        for strategy in strategies:
+            population.append(strategy.sketch(population, rng) if strategy is not None else
+                              rewritten(rng.choice(population), rng))
+        children = population[len(seeds):]
+        sent = sent_calls(children, code=code, seen=set(seed_prompts))
+        totals = [t + c for t, c in zip(totals, sent, strict=True)]
+        beyond += sum(sent_calls([c], code=code, seen=set(seed_prompts))[0] for c in children) / len(children)
+    return [t / runs for t in totals], beyond / runs

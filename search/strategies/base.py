@@ -135,11 +135,24 @@ def describe_strategies() -> list[tuple[str, str, list[Option]]]:
     return [(name, cls.summary(), list(strategy_options(cls).values())) for name, cls in sorted(STRATEGIES.items())]
 
 
+def rewritten(genome: Genome, rng: random.Random) -> Genome:
+    """A stand-in, for the estimate, for a system an LM writes from ``genome`` (a meta-agent's mutation, a rewrite
+    of instructions): its design, with instructions, and so prompts, of its own."""
+    child = genome.model_copy(deep=True)
+    tag = f"{rng.getrandbits(32):08x}"
+    for agent in child.agents:
+        agent.instructions = f"{agent.instructions} ({tag})"
+    return child
+
+
 class Strategy(ABC):
     """A search strategy. Subclasses implement :meth:`step`; :meth:`setup`, :meth:`observe` and
     :meth:`screen` are hooks. A subclass with its own options calls ``super().__init__(**options)``."""
 
     name: ClassVar[str] = "base"
+    sketch_exact: ClassVar[bool] = False
+    """True when :meth:`sketch`, drawing from the search's random seed, makes exactly the systems this strategy will
+    propose (they depend on no LM answer and no score)."""
     max_idle_steps: ClassVar[int] = 5
     """Give up after this many steps in a row that produce nothing new."""
     use_surrogate: bool = False
@@ -181,9 +194,10 @@ class Strategy(ABC):
 
     def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
         """A system this strategy might propose next from ``population``, made without an LM: what the plan's
-        estimate prices a new system at. By default a member as it is (a meta-agent's child is priced like its
-        parent); a strategy whose own edits change what a system costs (copies, agents, rounds) makes them."""
-        return rng.choice(list(population))
+        estimate prices a new system at. By default a member :func:`rewritten` (an LM's child is priced like its
+        parent, its prompts new); a strategy whose own edits change what a system costs (copies, agents, rounds)
+        makes them."""
+        return rewritten(rng.choice(list(population)), rng)
 
     def meta_calls_per_system(self) -> float:
         """Meta-agent calls this strategy makes for each new system, at most on average (0: it needs none)."""

@@ -49,7 +49,7 @@ from masforge.search.operators.prompting import genome_brief
 from masforge.search.operators.structural import EDITS, mutate_with
 from masforge.search.population import Candidate
 from masforge.search.prompts import render, template
-from masforge.search.strategies.base import Strategy, bad_option, register
+from masforge.search.strategies.base import Strategy, bad_option, register, rewritten
 from masforge.seeds import load_seed
 
 TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
@@ -214,10 +214,10 @@ class Coevolve(Strategy):
                                              a.id == genome.topology.judge))
 
     def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
-        # a rewrite of instructions costs what its parent does; one system in slow_every + 1 is a topology edit
+        # a rewrite of instructions; one system in slow_every + 1 is a topology edit
         parent = rng.choice(list(population))
         if not self.slow_every or rng.random() >= 1.0 / (self.slow_every + 1):
-            return parent
+            return rewritten(parent, rng)
         out = mutate_with(parent, rng, edits=self.edits)
         return parent if out is None else out.genome
 

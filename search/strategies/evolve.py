@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from masforge.evaluators.estimate import sent_calls
 from masforge.genome.diff import diff_genomes
 from masforge.genome.outline import outline
 from masforge.genome.schema import Genome
@@ -33,7 +34,7 @@ from masforge.search.operators.prompting import layout
 from masforge.search.operators.proposal import starter_genome
 from masforge.search.population import Candidate
 from masforge.search.selection import ParentSelector, make_selector
-from masforge.search.strategies.base import bad_option, register
+from masforge.search.strategies.base import bad_option, register, rewritten
 from masforge.search.strategies.meta_driven import MetaAgentStrategy
 from masforge.text import shorten
 
@@ -158,9 +159,14 @@ class EvolveSearch(MetaAgentStrategy):
         self.pool = ctx.best(self.population_size)
 
     def sketch(self, population: Sequence[Genome], rng: random.Random) -> Genome:
+        # with scouts, each step's children are the free ones and the cheapest paid ones: about the cheaper of two
+        draws = [self._sketch_child(population, rng) for _ in range(1 + (1 if self.scouts else 0))]
+        return min(draws, key=lambda child: sent_calls([*population, child])[-1])
+
+    def _sketch_child(self, population: Sequence[Genome], rng: random.Random) -> Genome:
         parent = rng.choice(list(population))
         if rng.random() >= self.structural_rate:
-            return parent  # the meta-agent's child, priced like its parent
+            return rewritten(parent, rng)  # the meta-agent's child
         out = structural.mutate(parent, rng)
         return parent if out is None else out[0]
 

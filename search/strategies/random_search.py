@@ -18,6 +18,7 @@ class RandomSearch(Strategy):
     """Random search, the baseline: a uniformly random parent with 1-3 random structural edits."""
 
     name = "random"
+    sketch_exact = True  # a uniform parent and random edits, drawn from the search's seed in this order
     selector = Uniform()
 
     def step(self, ctx: SearchContext) -> list[Proposal]:
