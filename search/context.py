@@ -376,11 +376,9 @@ class SearchContext:
         best = self.best(1)
         threshold = best[0].score if best else None
         race = self._race()
-        self.emit(ev.Evaluating(name=p.genome.name, operator=p.operator,
-                                **self.expected_cost(p.genome, self.evaluator)))
+        progress = self.announce(p.genome, self.evaluator, operator=p.operator)
         try:
-            report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race,
-                                             progress=self.example_progress(p.genome.name))
+            report = self.evaluator.evaluate(p.genome, threshold=threshold, race=race, progress=progress)
         except MasforgeError as exc:
             if isinstance(exc, RunHalted):
                 self.halt(Stop(exc.limit, "--lm", str(exc)))
@@ -425,17 +423,19 @@ class SearchContext:
         self._admit(cand, reused=False)
         return cand
 
-    def expected_cost(self, genome: Genome, evaluator: Evaluator) -> dict[str, Any]:
-        """What evaluating ``genome`` with ``evaluator`` is to take: its examples, LM calls and seconds (the fields
-        of :class:`~masforge.search.events.Evaluating` and :class:`~masforge.search.events.HeldOutTest`)."""
+    def announce(self, genome: Genome, evaluator: Evaluator, *, operator: str | None = None
+                 ) -> Callable[[int, int, EvalReport], None]:
+        """Say that the evaluation of ``genome`` with ``evaluator`` starts, with its examples, LM calls and seconds
+        (an ``Evaluating`` event for a candidate made by ``operator``; without one, a finalist's ``HeldOutTest``),
+        and return its progress callback: each example that ends is an ``ExampleDone``."""
         planned = len(evaluator.examples)
         guess = estimate([genome], planned, self.client.config("worker"), evaluator.concurrency,
                          code=self.task.metric_name == "code")
-        return {"planned": planned, "calls": guess.calls, "seconds": guess.seconds}
-
-    def example_progress(self, name: str) -> Callable[[int, int, EvalReport], None]:
-        """The progress callback of an evaluation of ``name``: each example that ends is an ``ExampleDone``."""
-        return lambda done, planned, _report: self.emit(ev.ExampleDone(name=name, done=done, planned=planned))
+        cost = {"planned": planned, "calls": guess.calls, "seconds": guess.seconds}
+        self.emit(ev.Evaluating(name=genome.name, operator=operator, **cost) if operator is not None else
+                  ev.HeldOutTest(name=genome.name, **cost))
+        name = genome.name
+        return lambda done, total, _report: self.emit(ev.ExampleDone(name=name, done=done, planned=total))
 
     def _incomplete(self, p: Proposal, strategy: str, report: EvalReport) -> None:
         """Keep the genome (and its lineage) without a result, to evaluate again; stop on an outage."""

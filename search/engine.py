@@ -549,8 +549,7 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
             with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
                 if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
-                    ctx.emit(ev.HeldOutTest(name=cand.genome.name, **ctx.expected_cost(cand.genome, tester)))
-                    rep = tester.evaluate(cand.genome, progress=ctx.example_progress(cand.genome.name))
+                    rep = tester.evaluate(cand.genome, progress=ctx.announce(cand.genome, tester))
                     # per-example scores kept (example_scores): the verdict pairs the found system with the best seed
                     prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
                     unscored, stopped = rep.unscored, rep.stopped
@@ -593,8 +592,7 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
         if prev is not None and prev.n == len(tester.examples) and not stored_by_failing_provider(prev):
             scores, dollars = dict(prev.example_scores), prev.dollars
         else:
-            ctx.emit(ev.HeldOutTest(name=genome.name))
-            rep = tester.evaluate(genome)
+            rep = tester.evaluate(genome, progress=ctx.announce(genome, tester))
             scores, dollars = rep.example_scores(), rep.dollars
         return Side(name=genome.name, genome_id=genome.id, task=cfg.task, split=cfg.test_split, lm_key="",
                     scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples),
@@ -602,7 +600,8 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
 
     library = library_seeds(task) if LIBRARY in cfg.references else None
     best_new = held_out_side(found, cfg.task, cfg.test_split, tester.split_size) if found else None
-    return check_references(given, library, best_new, held_out, ctx.evaluator, run.archive, run.race, ctx.emit)
+    return check_references(given, library, best_new, held_out, ctx.evaluator, run.archive, run.race, ctx.emit,
+                            announce=lambda genome, evaluator: ctx.announce(genome, evaluator, operator="reference"))
 
 
 def _brief(c: Candidate | None) -> dict[str, Any] | None:

@@ -122,6 +122,7 @@ class Underway:
     answered_at: float = 0.0
 
     def finished(self, done: int, planned: int, now: float) -> None:
+        """Note that ``done`` of ``planned`` examples have ended, the last at ``now``."""
         self.done, self.planned, self.done_at = done, planned, now
 
     def see(self, answered: int, now: float) -> None:

@@ -17,12 +17,15 @@ from masforge.archive.protocol import ArchiveLike
 from masforge.errors import GenomeError, MasforgeError, SandboxUnavailable
 from masforge.evaluators.compare import Comparison, Side, compare, too_few_words
 from masforge.evaluators.racing import RaceSettings
-from masforge.evaluators.runner import Evaluator, input_mapping
+from masforge.evaluators.runner import EvalReport, Evaluator, input_mapping
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.search import events as ev
 from masforge.search.context import stored_by_failing_provider
+
+Announce = Callable[[Genome, Evaluator], Callable[[int, int, EvalReport], None]]
+"""Says an evaluation starts and returns its progress callback (:meth:`SearchContext.announce`)."""
 
 LIBRARY = "library"
 """The reference name meaning every shipped seed that runs on the task."""
@@ -150,11 +153,11 @@ class References:
 
 
 def race_library(seeds: Sequence[Genome], selection: Evaluator, archive: ArchiveLike, race: RaceSettings | None,
-                 ) -> list[Raced]:
+                 announce: Announce | None = None) -> list[Raced]:
     """Score the library's seeds on the selection set, best first. A seed's complete stored result is read back (the
     run's own seeds have one); the others are raced against the best so far (answers come from the answer cache
-    where the search asked the same). A budget stop ends the race where it is; a seed that cannot run here is left
-    out."""
+    where the search asked the same), each evaluation said by ``announce`` (which returns its progress callback). A
+    budget stop ends the race where it is; a seed that cannot run here is left out."""
     planned = len(selection.examples)
     known: list[Raced] = []
     todo: list[Genome] = []
@@ -169,7 +172,7 @@ def race_library(seeds: Sequence[Genome], selection: Evaluator, archive: Archive
         best = next((r for r in raced if not r.dropped), None)
         against = race.against(best.scores, best.name) if race is not None and best is not None else None
         try:
-            rep = selection.evaluate(g, race=against)
+            rep = selection.evaluate(g, race=against, progress=announce(g, selection) if announce else None)
         except (GenomeError, SandboxUnavailable):
             continue  # a seed that cannot run here (a sandbox layer it needs is missing) is no reference
         if rep.stopped or rep.incomplete:
@@ -181,7 +184,8 @@ def race_library(seeds: Sequence[Genome], selection: Evaluator, archive: Archive
 
 def check_references(given: Sequence[Genome], library: Sequence[Genome] | None, found: Side | None,
                      held_out: Callable[[Genome], Side], selection: Evaluator, archive: ArchiveLike,
-                     race: RaceSettings | None, emit: Callable[[ev.Event], None]) -> References:
+                     race: RaceSettings | None, emit: Callable[[ev.Event], None],
+                     announce: Announce | None = None) -> References:
     """The best new system (``found``, its held-out side) against each reference: those ``given``, then the best of
     the ``library`` (None: not asked for) by the race on the selection set. ``held_out(genome)`` scores a reference
     on the found system's held-out examples (or reads its score back)."""
@@ -193,7 +197,7 @@ def check_references(given: Sequence[Genome], library: Sequence[Genome] | None, 
     if library is not None:
         emit(ev.Notice(text=f"racing the {len(library)} shipped seeds that run on {selection.task.name} on the "
                             "selection set, to find the library's best as references", warning=False))
-        result.library = race_library(library, selection, archive, race)
+        result.library = race_library(library, selection, archive, race, announce)
         result.selection = f"{selection.split} ({len(selection.examples)} examples)"
         ids = {g.id for g in given}
         by_id = {g.id: g for g in library}
