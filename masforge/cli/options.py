@@ -41,7 +41,7 @@ STOP_REASONS = {
     **{limit.name: limit.stopped for limit in BUDGET_LIMITS.values()},
     "interrupted": "interrupted (Ctrl-C)",
     "outage": "provider outage (see below)",
-    "provider": "the LM provider refuses the run (see below)",
+    "provider": "the LM provider refuses the run, or overran its bill (see below)",
     "sandbox": "the sandbox misses a layer generated code needs (see below)",
 }
 

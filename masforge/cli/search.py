@@ -271,9 +271,13 @@ def print_search_result(result: object) -> None:
     console.print(f"stopped: {why}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "
                   f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached){failed} in {spend['elapsed_s']:.0f}s")
     over = {k: v for k, v in (r.budget.get("overshoot") or {}).items() if v}  # type: ignore[attr-defined]
+    if spend.get("overruns"):
+        console.print(f"[yellow]the provider overran its bill on {spend['overruns']} answers: "
+                      f"${spend['uncounted_dollars']:.4f} billed beyond what was counted (see below)[/yellow]")
     if over:
-        console.print("budget overshoot (requests already in flight when the limit was reached): "
-                      + ", ".join(f"{k} +{v:g}" for k, v in over.items()))
+        why = ("the provider's overrun" if spend.get("overruns") else
+               "requests already in flight when the limit was reached")
+        console.print(f"budget overshoot ({why}): " + ", ".join(f"{k} +{v:g}" for k, v in over.items()))
     for line in r.warnings:  # type: ignore[attr-defined]
         console.print(f"[yellow]{escape(line)}[/yellow]")
     outage = r.outage  # type: ignore[attr-defined]
