@@ -453,3 +453,18 @@ def test_the_search_command_names_an_overrun_and_exits_1(tmp_path: Path) -> None
     assert res.exit_code == 1, res.output
     assert "overran its bill" in res.output and "the provider overran its bill on" in res.output
     assert "requests already in flight" not in res.output and "Traceback" not in res.output
+
+
+def test_evaluate_and_compare_exit_non_zero_whenever_they_print_an_error(tmp_path: Path) -> None:
+    # Issue 37: "error: 2 of 2 examples unscored ...: not a score", then exit code 0.
+    with StubServer(responder=fake_over_http, fail_first_n=10**9, fail_status=500, retry_after=0) as failing:
+        base = ["--task", TASK, "--lm", "openai/stub", "--api-base", failing.api_base, "--limit", "2", "--no-cache"]
+        res = _evaluate("cot", *base)
+        assert "error: 2 of 2 examples unscored" in res.output, res.output
+        assert res.exit_code == 1, res.output
+        res = CliRunner().invoke(app, ["compare", "io", "cot", *base])
+        assert "error:" in res.output and res.exit_code == 1, res.output
+    # A limit the user set is said, not an error: the command succeeds with the examples it finished.
+    res = _evaluate("cot", "--task", TASK, "--lm", "fake", "--limit", "4", "--max-calls", "2", "--concurrency", "1",
+                    "--no-cache")
+    assert res.exit_code == 0 and "stopped early" in res.output and "error:" not in res.output, res.output

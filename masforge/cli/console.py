@@ -76,11 +76,27 @@ def runnable(text: str) -> str:
     return text if command == "masforge" else text.replace("`masforge ", f"`{command} ")
 
 
+_errors_printed = 0
+"""Error lines printed by this process (see :func:`exit_1_after_errors`)."""
+
+
 def print_error(message: str) -> None:
     """One red line on stderr (hints in it name the command as the user can run it)."""
+    global _errors_printed
+    _errors_printed += 1
     text = redact(str(message)).strip()
     first = text.splitlines()[0] if text else "unknown error"
     err_console.print(f"[red]error:[/red] {escape(runnable(first))}", soft_wrap=True, highlight=False)
+
+
+@contextlib.contextmanager
+def exit_1_after_errors() -> Iterator[None]:
+    """Exit with code 1 at the end of the block if it printed an error line: a command that says ``error:`` (say,
+    that examples went unscored) must not report success to a script."""
+    before = _errors_printed
+    yield
+    if _errors_printed > before:
+        raise typer.Exit(1)
 
 
 def os_error_line(exc: OSError) -> str:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from masforge.cli.console import console, print_error, task_options, user_errors
+from masforge.cli.console import console, exit_1_after_errors, print_error, task_options, user_errors
 from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
@@ -154,7 +154,7 @@ def evaluate(
     limits: dict[str, float] | None = None,
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
-    with user_errors():
+    with user_errors(), exit_1_after_errors():
         from masforge.evaluators.tasks import get_task
 
         g = _load_system(genome)
@@ -164,8 +164,8 @@ def evaluate(
         if output:
             _write_json(output, report.to_dict())  # type: ignore[attr-defined]
             console.print(f"report written to {output}")
-    if report.stopped == "interrupted":  # type: ignore[attr-defined]
-        raise typer.Exit(130)
+        if report.stopped == "interrupted":  # type: ignore[attr-defined]
+            raise typer.Exit(130)
 
 
 def _load_system(ref: str) -> object:
@@ -227,9 +227,9 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
     if report.stopped == "interrupted":
         console.print(f"[yellow]stopped (Ctrl-C) after {report.attempted} of {report.planned} examples: the table "
                       f"covers the {report.n} finished; requests in flight were abandoned[/yellow]")
-    elif report.stopped:
-        print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
-                    f"{report.n} finished examples")
+    elif report.stopped:  # a limit the user set: said, not an error (a search stopped so ends with 0 too)
+        console.print(f"[yellow]stopped early: {escape(STOP_REASONS.get(report.stopped, report.stopped))}; the "
+                      f"table covers {report.n} finished examples[/yellow]", highlight=False, soft_wrap=True)
     if report.unscored:
         what = "not a score" if report.incomplete else f"the score covers the other {report.n}"
         print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
@@ -313,7 +313,7 @@ def compare(
     from masforge.evaluators.compare import Side, report_side
     from masforge.evaluators.compare import compare as paired_comparison
 
-    with user_errors():
+    with user_errors(), exit_1_after_errors():
         given = {ref: side for ref in (system_a, system_b) if (side := report_side(ref)) is not None}
         known = next(iter(given.values()), None)
         task_name = task or (known.task if known else None)
@@ -343,8 +343,11 @@ def compare(
             console.print("[yellow]B was not evaluated: no comparison[/yellow]")
             raise typer.Exit(130)
         if not set(sides[0].scores) & set(sides[1].scores):
-            console.print("[yellow]stopped before A and B shared a finished example: no comparison[/yellow]")
-            raise typer.Exit(130)
+            if interrupted:
+                console.print("[yellow]stopped before A and B shared a finished example: no comparison[/yellow]")
+                raise typer.Exit(130)
+            print_error("A and B share no scored example: no comparison")
+            raise typer.Exit(1)
         result = paired_comparison(sides[0], sides[1])
         console.print(comparison_table(result))
         for what, ids in zip(("B won on", "B lost on"), result.differing(), strict=True):
@@ -359,8 +362,8 @@ def compare(
         if output:
             _write_json(output, result.to_dict())
             console.print(f"comparison written to {output}")
-    if interrupted:
-        raise typer.Exit(130)
+        if interrupted:
+            raise typer.Exit(130)
 
 
 def comparison_table(result: object) -> Table:
