@@ -18,6 +18,7 @@ from masforge.cli.console import console, exit_1_after_errors, print_error, task
 from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
+    ApiKeyEnvOption,
     ConcurrencyOption,
     DataDirOption,
     LimitOption,
@@ -53,6 +54,7 @@ def run(
     field: Annotated[list[str] | None, typer.Option("--field", "-f", help="Other inputs as name=value.")] = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outputs and trace as JSON.")] = False,
 ) -> None:
@@ -69,7 +71,7 @@ def run(
         if missing:
             raise GenomeError(f"genome '{g.name}' needs input '{missing[0]}': pass --input TEXT or "
                               f"--field {missing[0]}=TEXT")
-        client = make_client(lm, api_base=api_base, cache=not no_cache)
+        client = make_client(lm, api_base=api_base, cache=not no_cache, api_key_env=api_key_env)
         assert isinstance(client, LMClient)
         system = compile_genome(g, client)
         with console.status(f"running {escape(g.name)} on {escape(client.config('worker').model)} ..."):
@@ -146,6 +148,7 @@ def evaluate(
     limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     concurrency: ConcurrencyOption = 4,
     data_dir: DataDirOption = None,
     task_option: TaskOption = None,
@@ -159,7 +162,7 @@ def evaluate(
 
         g = _load_system(genome)
         t = get_task(task, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-        client = _eval_client(lm, api_base, no_cache, limits or {})
+        client = _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
         report = _evaluate_shown(g, t, client, split, limit, concurrency)
         if output:
             _write_json(output, report.to_dict())  # type: ignore[attr-defined]
@@ -175,13 +178,14 @@ def _load_system(ref: str) -> object:
     return load_exported(ref) if is_exported(ref) else resolve_genome(ref)
 
 
-def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, limits: dict[str, float]) -> object:
+def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, limits: dict[str, float],
+                 api_key_env: str | None = None) -> object:
     """The worker client of an evaluation, with its budget (``limits``: by budget field) and a warning when a
     dollar limit cannot bind."""
     from masforge.lm.budget import Budget, free_lm_warning
     from masforge.lm.client import LMClient
 
-    client = make_client(lm, api_base=api_base, cache=not no_cache)
+    client = make_client(lm, api_base=api_base, cache=not no_cache, api_key_env=api_key_env)
     assert isinstance(client, LMClient)
     client.ledger.budget = Budget(**limits)
     cfg = client.config("worker")
@@ -302,6 +306,7 @@ def compare(
     limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     concurrency: ConcurrencyOption = 4,
     data_dir: DataDirOption = None,
     task_option: TaskOption = None,
@@ -333,7 +338,7 @@ def compare(
 
             g = _load_system(ref)
             t = get_task(task_name, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-            client = client or _eval_client(lm, api_base, no_cache, limits or {})
+            client = client or _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
             report = _evaluate_shown(g, t, client, split_name, limit, concurrency)
             sides.append(Side.of(report))  # type: ignore[arg-type]
             if report.stopped == "interrupted":  # type: ignore[attr-defined]

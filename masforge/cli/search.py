@@ -15,6 +15,7 @@ from masforge.cli.listings import strategies
 from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
+    ApiKeyEnvOption,
     DataDirOption,
     LmOption,
     MetaLmOption,
@@ -36,6 +37,7 @@ from masforge.text import distinct_names, shorten
 # The run-configuration fields the search flags set, by the flag the user typed (for error messages).
 SEARCH_FLAGS = {
     "task": "--task", "strategy": "--strategy", "lm": "--lm", "meta_lm": "--meta-lm", "api_base": "--api-base",
+    "api_key_env": "--api-key-env",
     "seeds": "--seeds", "limit": "--limit", "test_limit": "--test-limit", "test_top_k": "--test-top-k",
     "concurrency": "--concurrency", "output": "--output", "seed": "--seed",
     **{f"budget.{limit.field}": limit.flag for limit in BUDGET_LIMITS.values()}, "split": "--split",
@@ -57,6 +59,7 @@ def search(
     lm: LmOption = None,
     meta_lm: MetaLmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.",
                                               show_default=",".join(DEFAULT_SEEDS))] = None,
     reference: Annotated[str | None, typer.Option(
@@ -121,6 +124,7 @@ def search(
         return
     with user_errors():
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
+                 "api_key_env": api_key_env,
                  "seeds": seeds, "references": reference, "limit": limit, "test_limit": test_limit,
                  "test_top_k": test_top_k, "concurrency": concurrency, "output": output, "seed": seed,
                  "archive": archive,

@@ -27,7 +27,7 @@ from masforge.errors import (  # noqa: E402
     MasforgeError,
     ProviderError,
 )
-from masforge.execution.standalone.connect import completion_request, cut_at_stop  # noqa: E402
+from masforge.execution.standalone.connect import api_key_for, completion_request, cut_at_stop  # noqa: E402
 from masforge.lm import rates as lm_rates  # noqa: E402
 from masforge.lm.budget import Budget  # noqa: E402
 from masforge.lm.cache import LMCache, default_cache_path  # noqa: E402
@@ -270,10 +270,8 @@ class LMClient:
                 ep = ensure_local_server(name)
                 self._endpoints[cfg.model] = (ep.model, ep.api_base, ep.api_key)
             return self._endpoints[cfg.model]
-        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        key = api_key_for(cfg.model, cfg.api_base, cfg.api_key_env)
         register_secret(key)  # whatever the variable is called, its value is never written anywhere
-        if cfg.api_base and key is None and cfg.model.startswith("openai/"):
-            key = "sk-none"  # OpenAI-compatible local servers want some key
         return cfg.model, cfg.api_base, key
 
     def complete(self, messages: Messages, *, alias: str = "worker", temperature: float | None = None,

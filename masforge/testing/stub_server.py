@@ -162,11 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stub = self.server.stub
         arrived = time.monotonic()
+        auth = str(self.headers.get("Authorization") or "")
+        stub.last_authorization = auth
         fault = stub._enter(body)
         try:
             # The reply is built on arrival and the latency counted from then, so a request takes the stated
             # latency however many arrive together (built after the wait, 64 replies queued behind one GIL).
-            auth = str(self.headers.get("Authorization") or "")
             (status, payload, content_type, headers), usage = _answer(stub, body, fault, auth)
             if stub.latency_s > 0:
                 time.sleep(max(0.0, arrived + stub.latency_s - time.monotonic()))
@@ -341,6 +342,8 @@ class StubServer:
         self.host = host
         self.requested_port = port
         self.last_body: dict[str, Any] | None = None
+        self.last_authorization = ""
+        """The Authorization header of the last chat request ("" if it had none)."""
         self._lock = threading.Lock()
         self._requests = 0
         self._failed = 0
