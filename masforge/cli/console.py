@@ -12,23 +12,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.errors import MarkupError
 from rich.markup import escape
-from rich.text import Text
 
 from masforge.redact import redact
-
-
-class SafeConsole(Console):
-    """A rich console on which text from genomes and models (names, answers) cannot break the output: a string
-    whose brackets are not valid rich markup (a genome named ``[/x]``) is shown literally instead of raising."""
-
-    def render_str(self, text: str, **kwargs: object) -> Text:  # type: ignore[override]
-        try:
-            return super().render_str(text, **kwargs)  # type: ignore[arg-type]
-        except MarkupError:
-            return super().render_str(escape(text), **kwargs)  # type: ignore[arg-type]
-
+from masforge.terminal import SafeConsole
 
 # Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
 console = SafeConsole() if Console().is_terminal else SafeConsole(width=140)
