@@ -257,8 +257,10 @@ def main() -> None:
         "`budget.test_share` = 20% of each limit)", "", *budget, "",
         "Issue 11 measured `--max-calls 10` ending at 112 calls and `max_dollars: 2` spending $10.68 (the held-out "
         "re-scoring was outside the budget); a call is now reserved in the ledger before it is sent, so a call "
-        "limit is never passed, and token or dollar limits are passed by at most what the requests in flight "
-        "cost.", "",
+        "limit is never passed, and a token limit is passed by at most what the requests in flight cost. A "
+        "priced request reserves its worst cost (every prompt byte a token, all of max_tokens), so a dollar "
+        "limit is not passed at all: the search stops once the next request's worst case no longer fits beside "
+        "those in flight, below its share when many are in flight.", "",
         "### A provider that bills past what was reserved (evolve, concurrency 8, $0.01 budget)", "", *overbilled, "",
         "A priced request reserves its worst cost (every prompt byte a token, all of max_tokens) before it is sent. "
         "An answer billed past that stops the run at once and is named as the provider's overrun; where the answer "
