@@ -48,9 +48,10 @@ few dozen; each costs a Python list or dict (about 70 bytes for the 2-3 bytes of
 def parse_json(raw: bytes | bytearray) -> Any:
     """The JSON of an answer, or ValueError saying in a few words why there is none: not UTF-8, not JSON, nested
     too deep, too many arrays and objects (each bounded in memory and CPU, whatever the bytes)."""
-    containers = raw.count(b"[") + raw.count(b"{")
-    if containers > MAX_JSON_CONTAINERS:
-        raise ValueError(f"{containers:,} JSON arrays and objects, more than {MAX_JSON_CONTAINERS:,}")
+    if len(raw) > MAX_JSON_CONTAINERS:  # shorter, it cannot hold that many (an answer is rarely that long)
+        containers = raw.count(b"[") + raw.count(b"{")
+        if containers > MAX_JSON_CONTAINERS:
+            raise ValueError(f"{containers:,} JSON arrays and objects, more than {MAX_JSON_CONTAINERS:,}")
     try:
         return json.loads(raw)
     except RecursionError:
