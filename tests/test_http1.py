@@ -321,7 +321,7 @@ def test_a_chunked_body_grows_in_one_buffer() -> None:
     n = MAX_CHUNKS - 1
     reply = OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * n + b"0\r\n\r\n"
     with raw_server([reply]) as (port, _):
-        conn = Connection("127.0.0.1", port, 5)
+        conn = Connection("127.0.0.1", port, 60)  # tracing every allocation makes it slow: this test bounds memory
         tracemalloc.start()
         try:
             got = conn.post("/", b"", {}, 10**6)
