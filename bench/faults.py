@@ -8,6 +8,9 @@
    a healthy server must evaluate the candidates (reusing nothing).
 4. Hard budgets: searches with a call, token or dollar limit at concurrency 8; spending against the limit,
    overshoot (target: at most the requests in flight) and the held-out re-scoring inside the budget.
+5. A priced provider that bills past what was reserved (10M completion tokens per answer; answers far longer
+   than max_tokens): the search must stop at the first such bill, name the provider's overrun, and count no more
+   than the budget plus the reservations of the requests in flight.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/faults.py [--calls 600] [--candidates 20] [--write]
 
@@ -193,6 +196,29 @@ def budgets(work: Path) -> list[str]:
     return rows
 
 
+def overbilling(work: Path) -> list[str]:
+    rows = ["| provider ($0.20 per M tokens, max_tokens 256) | requests | billed | counted (budget $0.01) | "
+            "overruns | most in flight | stop | what the run says |", "|---|---|---|---|---|---|---|---|"]
+    cases = [("reports 10M completion tokens per answer", {"billed_completion_tokens": 10_000_000}),
+             ("answers 100,000 characters (~25,000 tokens)", {"responder": lambda m, b: "word " * 20_000})]
+    for i, (label, kw) in enumerate(cases):
+        os.environ["MASFORGE_CACHE"] = str(work / f"cache-overbill-{i}")
+        with StubServer(0.02, kw.pop("responder", fake_over_http), **kw) as stub:
+            result = run_search(RunConfig.from_data({
+                "task": "rg:basic_arithmetic", "strategy": ["evolve"],
+                "lm": lm(stub, price_in_per_m=0.2, price_out_per_m=0.2, max_tokens=256), "limit": 8,
+                "test_limit": 8, "test_top_k": 2, "concurrency": 8, "output": str(work / "runs"),
+                "name": f"overbill-{i}", "budget": {"max_candidates": 20, "max_dollars": 0.01}}), progress=False)
+            requests = stub.requests
+        spend = result.spend
+        billed = spend["dollars"] + spend.get("uncounted_dollars", 0.0)
+        said = (result.outage or {}).get("message", "")
+        rows.append(f"| {label} | {requests} | ${billed:.4f} | ${spend['dollars']:.4f} | {spend.get('overruns', 0)} "
+                    f"| {spend['max_in_flight']} | {result.stop_reason} | {said[:150]}... |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="LM calls per fault rate in the client soak")
@@ -209,6 +235,7 @@ def main() -> None:
         search = search_soak([(r, 5) for r in rates] + [(0.3, 1)], args.candidates, work)
         dead = outage(work)
         budget = budgets(work)
+        overbilled = overbilling(work)
     load = os.getloadavg()[0]
     text = "\n".join([
         "## Faults, outages and budgets (`bench/faults.py`)", "",
@@ -230,8 +257,18 @@ def main() -> None:
         "`budget.test_share` = 20% of each limit)", "", *budget, "",
         "Issue 11 measured `--max-calls 10` ending at 112 calls and `max_dollars: 2` spending $10.68 (the held-out "
         "re-scoring was outside the budget); a call is now reserved in the ledger before it is sent, so a call "
-        "limit is never passed, and token or dollar limits are passed by at most what the requests in flight "
-        "cost.",
+        "limit is never passed, and a token limit is passed by at most what the requests in flight cost. A "
+        "priced request reserves its worst cost (every prompt byte a token, all of max_tokens), so a dollar "
+        "limit is not passed at all: the search stops once the next request's worst case no longer fits beside "
+        "those in flight, below its share when many are in flight.", "",
+        "### A provider that bills past what was reserved (evolve, concurrency 8, $0.01 budget)", "", *overbilled, "",
+        "A priced request reserves its worst cost (every prompt byte a token, all of max_tokens) before it is sent. "
+        "An answer billed past that stops the run at once and is named as the provider's overrun; where the answer "
+        "itself shows the limit was ignored (more completion tokens than max_tokens, more prompt tokens than "
+        "bytes), only the reservation is counted. The requests still in flight when the run stopped settle after "
+        "the table was taken, each counted at most at its reservation. Issue 37 measured $8.00 spent of a $0.01 "
+        "budget in 4 requests against the first provider, and $0.0138 with one request against an answer longer "
+        "than max_tokens.",
     ])
     print(text)
     if args.write:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from masforge.redact import redact
-
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+from masforge.text import escape_controls
 
 
 class MasforgeError(Exception):
@@ -21,9 +18,7 @@ class MasforgeError(Exception):
             message = redact(args[0])
             if "\n" in message or "\r" in message:
                 message = message.strip().replace("\r", "\\r").replace("\n", "\\n")
-            if _UNPRINTABLE.search(message):  # other line breaks (NEL, U+2028, ...) and control characters
-                message = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
-                                           else f"\\u{ord(m.group()):04x}", message)
+            message = escape_controls(message)  # other line breaks (NEL, U+2028, ...) and control characters
             args = (message, *args[1:])
         super().__init__(*args)
 

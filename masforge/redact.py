@@ -4,7 +4,9 @@ Providers echo keys back in error bodies (a 401 that quotes the key), exceptions
 stores every failure for the meta-agent to learn from. :func:`redact` replaces, in any text:
 
 * the values of secret-looking environment variables (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ...) and of
-  secrets the configuration hands to :func:`register_secret`;
+  secrets the configuration hands to :func:`register_secret`, and the ways an echo may change them: split by
+  white space, line breaks, quotes or ``+`` (``sk-test- PLANTED...``), percent-encoded in whole or in part, or
+  base64-encoded (also inside a longer base64 text, such as a Basic credential);
 * ``Authorization: ...`` header values and ``Bearer ...`` tokens;
 * key-shaped tokens (``sk-...``, ``sk-ant-...``, ``AIza...``, ``gsk_...``, ``hf_...``, ``ghp_...``, ``AKIA...``,
   ``xai-...``) and ``api_key=...``-style assignments;
@@ -17,11 +19,13 @@ run summary and configuration, reports, exports and the CLI's error lines.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import threading
 from typing import Any, TypeVar
+from urllib.parse import unquote_to_bytes
 
 T = TypeVar("T")
 
@@ -55,7 +59,7 @@ _TRIGGERS = tuple(sorted({t for _, _, triggers in _PATTERNS for t in triggers}))
 
 _registered: set[str] = set()
 _lock = threading.Lock()
-_cache: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
+_cache: tuple[frozenset[str], _Secrets | None] = (frozenset(), None)
 
 
 def register_secret(value: str | None) -> None:
@@ -96,19 +100,87 @@ def secret_values() -> frozenset[str]:
     return frozenset(found)
 
 
-def _values_pattern() -> re.Pattern[str] | None:
+# Between two characters of a secret, what an echo may have put: white space, a line break (also as the escape
+# JSON writes, or percent-encoded), a zero-width character, quotes, commas and + (a key split across string
+# literals), at most a few.
+_GAP_CHARS = " \t\n\r\f\v\u200b\u200c\u200d\u2060\ufeff\"'+,"
+_GAP = "(?:[" + re.escape(_GAP_CHARS) + r"]|\\[nrt\"]|%(?:20|0[9aAdD]|2[27bBcC])){0,8}"
+_GAP_BYTES = "".join(c for c in _GAP_CHARS if c.isascii()).encode("ascii")
+_WIDE_GAPS = tuple(c.encode("utf-8") for c in _GAP_CHARS if not c.isascii())
+MIN_BASE64_CHARS = 10
+"""A secret's base64 form is redacted from this many characters of it that do not depend on the bytes around."""
+
+
+def _char_forms(c: str) -> str:
+    """One character of a secret as a regex: itself, or percent-encoded (hex digits in either case)."""
+    encoded = "".join(f"%{b:02X}" for b in c.encode("utf-8"))
+    either = "".join(f"[{h}{h.lower()}]" if h.isalpha() else re.escape(h) for h in encoded)
+    return f"(?:{re.escape(c)}|{either})"
+
+
+def _base64_forms(value: str) -> set[str]:
+    """The parts of ``value``'s base64 (and base64url) encodings that are the same wherever it stands in the
+    encoded bytes: for each of the 3 offsets in a 3-byte group, the characters made of its bits alone."""
+    raw = value.encode("utf-8")
+    forms = set()
+    for offset in range(3):
+        text = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first = -(-8 * offset // 6)  # the first character whose 6 bits all come from the value
+        last = 8 * (offset + len(raw)) // 6  # one past the last such character
+        core = text[first:last]
+        if len(core) >= MIN_BASE64_CHARS:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return forms
+
+
+class _Secrets:
+    """The secret values and every form of them :func:`redact` replaces. The regex of all forms is slow (tried at
+    every position: ~40 us a KB), so a text is first checked in C for a form (the values and their base64 forms
+    as they are; the values in the text with its gap characters dropped and percent-escapes decoded): nearly
+    every text holds none and is passed over at once."""
+
+    def __init__(self, values: frozenset[str]) -> None:
+        self.values = sorted(values, key=len, reverse=True)  # longest first: a key holding another goes whole
+        self.squeezed = [_squeeze(v.encode("utf-8", "surrogatepass")) for v in self.values]
+        self.encoded = sorted({form for v in self.values for form in _base64_forms(v)}, key=len, reverse=True)
+        split = ["|".join(_GAP.join(_char_forms(c) for c in v) for v in self.values)]
+        self.pattern = re.compile("|".join(split + [re.escape(form) for form in self.encoded]))
+
+    def _maybe_in(self, text: str) -> bool:
+        if any(form in text for form in self.encoded):
+            return True
+        squeezed = _squeeze(text.encode("utf-8", "surrogatepass"))  # bytes: translate is 3x faster on them
+        if b"%" in squeezed:
+            squeezed = _squeeze(unquote_to_bytes(squeezed))
+        return any(v in squeezed for v in self.squeezed)
+
+    def sub(self, text: str) -> str:
+        """``text`` with every form of every secret replaced by ``[REDACTED]``."""
+        return self.pattern.sub(REDACTED, text) if self._maybe_in(text) else text
+
+
+def _squeeze(data: bytes) -> bytes:
+    """``data`` without the characters an echo may put inside a secret (see ``_GAP``)."""
+    if b"\\" in data:  # a line break or quote as JSON escapes it
+        for escape in (b"\\n", b"\\r", b"\\t", b'\\"'):
+            data = data.replace(escape, b"")
+    if not data.isascii():
+        for wide in _WIDE_GAPS:
+            data = data.replace(wide, b"")
+    return data.translate(None, _GAP_BYTES)
+
+
+def _values_pattern() -> _Secrets | None:
     global _cache
     values = secret_values()
     if values != _cache[0]:
-        # Longest first, so a key that contains another is replaced whole.
-        pattern = re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))) if values else None
-        _cache = (values, pattern)
+        _cache = (values, _Secrets(values) if values else None)
     return _cache[1]
 
 
-def _redact_with(values: re.Pattern[str] | None, text: str) -> str:
+def _redact_with(values: _Secrets | None, text: str) -> str:
     if values is not None:
-        text = values.sub(REDACTED, text)
+        text = values.sub(text)
     lower = text.lower()
     found = [t for t in _TRIGGERS if t in lower]
     if not found:
@@ -127,12 +199,13 @@ def redact(text: str) -> str:
 
 
 def redact_secret_values(text: str) -> str:
-    """``text`` with only the exact secret values (keys in the environment, registered secrets) replaced: for text
-    that must otherwise stay as it is, such as an LM's answer before it is cached and scored."""
+    """``text`` with only the secret values (keys in the environment, registered secrets, and their split or
+    encoded forms) replaced: for text that must otherwise stay as it is, such as an LM's answer before it is
+    cached and scored."""
     values = _values_pattern()
     if not isinstance(text, str) or not text or values is None:
         return text
-    return values.sub(REDACTED, text)
+    return values.sub(text)
 
 
 def redact_data(value: T) -> T:
@@ -159,7 +232,7 @@ def redact_data(value: T) -> T:
         return _walk(value, values)  # type: ignore[return-value]
 
 
-def _walk(value: Any, values: re.Pattern[str] | None, max_depth: int = 100) -> Any:
+def _walk(value: Any, values: _Secrets | None, max_depth: int = 100) -> Any:
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
     while stack:

@@ -1,9 +1,29 @@
-"""Shortening text for prompts, tables, logs and commit subjects: one rule everywhere.
+"""Shortening text for prompts, tables, logs and commit subjects, and escaping what a terminal would obey: one rule
+everywhere.
 
 A leaf module (it imports nothing from masforge), so every layer may use it, like :mod:`masforge.errors`.
 """
 
 from __future__ import annotations
+
+import re
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` (``\\uNNNN`` above U+00FF), the way a Python
+    string literal writes them: printed, an escape sequence from a genome's name or a model's answer cannot retitle
+    the terminal, move its cursor, clear it or reorder what it shows (bidirectional overrides). Tabs and line
+    breaks are kept."""
+    if not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
 
 
 def shorten(value: object, limit: int, *, flat: bool = True, mark: str = "...") -> str:

@@ -69,6 +69,9 @@ class RunConfig(BaseModel):
     """Worker LM (None: the embedded local model)."""
     meta_lm: str | dict[str, Any] | None = None
     api_base: str | None = None
+    """Endpoint of the worker LM (an OpenAI-compatible server for an ``openai/`` model)."""
+    api_key_env: str | None = None
+    """Environment variable holding the worker LM's API key (None: the provider's own, e.g. OPENAI_API_KEY)."""
     budget: SearchBudget = Field(default_factory=SearchBudget)
     """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)

@@ -211,6 +211,8 @@ def build_lms(cfg: RunConfig) -> dict[str, LMConfig]:
     worker = parse_lm(cfg.lm)
     if cfg.api_base:
         worker = replace(worker, api_base=cfg.api_base)
+    if cfg.api_key_env:
+        worker = replace(worker, api_key_env=cfg.api_key_env)
     meta = parse_lm(cfg.meta_lm) if cfg.meta_lm else worker
     for c in (worker, meta):
         check_credentials(c)

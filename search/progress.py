@@ -20,6 +20,7 @@ from masforge.redact import redact
 from masforge.search import events as ev
 from masforge.search.context import SearchContext
 from masforge.search.events import Event
+from masforge.terminal import SafeConsole
 from masforge.text import shorten, shorten_name
 
 
@@ -194,7 +195,7 @@ class SearchProgress:
     closes the display, so the search and its held-out stage share one panel on a terminal."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
-        self.console = console or Console()  # the CLI passes its own (markup-safe) console
+        self.console = console or SafeConsole()  # the CLI passes its own (of the same kind)
         self.enabled = enabled
         self.ctx: SearchContext | None = None
         self.live: Live | None = None

@@ -18,9 +18,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from masforge.archive.store import Archive  # noqa: E402
 from masforge.cli import app  # noqa: E402
-from masforge.errors import BudgetExceeded, LMError  # noqa: E402
+from masforge.errors import BudgetExceeded, LMError, ProviderError  # noqa: E402
 from masforge.lm.budget import Budget, MaxCalls, Patience, Usage, free_lm_warning  # noqa: E402
-from masforge.lm.client import LMClient, LMConfig  # noqa: E402
+from masforge.lm.client import LMClient, LMConfig, Reservation  # noqa: E402
 from masforge.lm.fake import fake_reply  # noqa: E402
 from masforge.lm.ledger import Completion, Ledger  # noqa: E402
 from masforge.search.config import RunConfig  # noqa: E402
@@ -378,3 +378,93 @@ def test_dollar_budget_holds_for_a_code_genome_sending_a_huge_prompt() -> None:
         system(question="q")
     # the small request went out; the 3 MB one (up to $31 at this price, was: sent, $25 for 10 MB) never did
     assert seen == [5] and client.ledger.calls == 1 and client.ledger.dollars <= 0.05
+
+
+# --------------------------------------------------------------------------------------------------
+# A provider that bills past what was reserved
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_provider_that_over_bills_cannot_spend_past_the_budget_and_is_named(tmp_path: Path) -> None:
+    # Issue 37: a server reporting 10M completion tokens per answer spent $8.00 of a $0.01 budget in 4 requests.
+    with StubServer(0.02, fake_over_http, billed_completion_tokens=10_000_000) as over:
+        lm = stub_lm(over, price_in_per_m=0.2, price_out_per_m=0.2, max_tokens=256)
+        result = _search(tmp_path, lm, concurrency=4, budget={"max_candidates": 6, "max_dollars": 0.01})
+        requests = over.requests
+    assert result.stop_reason == "provider" and result.candidates == []
+    message = result.outage["message"]
+    assert "overran its bill: $2.0000" in message and "10,000,000 completion tokens for max_tokens 256" in message
+    assert "in flight" not in message
+    spend = result.spend
+    # Only the reservation of each over-billed answer counts: within the budget, not $2 an answer.
+    reserved_each = spend["dollars"] / spend["overruns"]
+    assert spend["dollars"] <= 0.01 and reserved_each < 0.001
+    assert 1 <= spend["overruns"] <= requests <= 4  # the first overrun stopped the run: only those in flight ended
+    assert spend["uncounted_dollars"] >= 2.0 * spend["overruns"] - 0.01
+    assert spend["completion_tokens"] <= 256 * requests
+
+
+def test_a_reply_longer_than_max_tokens_stops_the_run_and_counts_only_its_reservation() -> None:
+    # Issue 37: $0.0138 on a $0.01 budget with one request, blamed on "requests already in flight".
+    with StubServer(responder=lambda messages, body: "word " * 20_000) as long:
+        cfg = LMConfig(model="openai/stub", api_base=long.api_base, price_in_per_m=0.5, price_out_per_m=0.5,
+                       max_tokens=100, num_retries=0)
+        client = LMClient({"worker": cfg}, cache=False, ledger=Ledger(Budget(max_dollars=0.01)))
+        with pytest.raises(ProviderError, match=r"25,000 completion tokens for max_tokens 100; counted: the "
+                                                 r"\$0\.0001 reserved"):
+            client.complete([{"role": "user", "content": "say hi"}])
+        with pytest.raises(ProviderError, match="overran its bill"):  # nothing more is sent
+            client.complete([{"role": "user", "content": "again"}])
+        assert long.requests == 1
+    assert client.ledger.dollars <= 0.0001 and client.ledger.overruns == 1
+    assert client.ledger.halted is not None and client.ledger.halted[0] == "provider"
+
+
+def test_a_bill_above_the_reservation_within_the_limits_is_counted_as_billed() -> None:
+    # Another price than the reserved one (the request's tokens within its limits): counted in full, run stopped.
+    client = LMClient({"worker": LMConfig(model="fake", price_in_per_m=1.0, price_out_per_m=1.0)}, cache=False)
+    reserved = Reservation(0.001, "a prompt of at most 100 tokens and 50 completion tokens", 100, 50)
+    answer = Completion("hi", 90, 40, 0.004, 0.1, False, "fake")
+    halt = client._overrun(client.config("worker"), answer, reserved)
+    assert halt is not None and "higher price than a prompt of at most 100 tokens" in str(halt)
+    assert answer.cost == 0.004 and (answer.prompt_tokens, answer.completion_tokens) == (90, 40)
+    assert client._overrun(client.config("worker"), Completion("hi", 90, 40, 0.001, 0.1, False, "fake"),
+                           reserved) is None
+
+
+def test_an_overrun_survives_in_the_journal(tmp_path: Path) -> None:
+    journal = tmp_path / "ledger.jsonl"
+    first = Ledger(Budget(max_dollars=1), journal=journal)
+    first.reserve(1, 0.01)
+    first.settle(Completion("x", 10, 50, 0.01, 0.0, False, "m"), None, 0.01, uncounted=1.99)
+    again = Ledger(Budget(max_dollars=1), journal=journal)
+    again.resume()
+    assert (again.dollars, again.overruns, again.uncounted_dollars) == (0.01, 1, 1.99)
+    assert again.snapshot()["uncounted_dollars"] == 1.99 and "overruns" not in Ledger().snapshot()
+
+
+def test_the_search_command_names_an_overrun_and_exits_1(tmp_path: Path) -> None:
+    with StubServer(0.02, fake_over_http, billed_completion_tokens=10_000_000) as over:
+        config = tmp_path / "run.yaml"
+        config.write_text(json.dumps({"task": TASK, "strategy": "random", "seeds": ["cot", "io"], "limit": 3,
+                                      "lm": stub_lm(over, price_in_per_m=0.2, price_out_per_m=0.2),
+                                      "output": str(tmp_path / "r"), "budget": {"max_dollars": 0.01}}))
+        res = CliRunner().invoke(app, ["search", "--config", str(config), "-q"])
+    assert res.exit_code == 1, res.output
+    assert "overran its bill" in res.output and "the provider overran its bill on" in res.output
+    assert "requests already in flight" not in res.output and "Traceback" not in res.output
+
+
+def test_evaluate_and_compare_exit_non_zero_whenever_they_print_an_error(tmp_path: Path) -> None:
+    # Issue 37: "error: 2 of 2 examples unscored ...: not a score", then exit code 0.
+    with StubServer(responder=fake_over_http, fail_first_n=10**9, fail_status=500, retry_after=0) as failing:
+        base = ["--task", TASK, "--lm", "openai/stub", "--api-base", failing.api_base, "--limit", "2", "--no-cache"]
+        res = _evaluate("cot", *base)
+        assert "error: 2 of 2 examples unscored" in res.output, res.output
+        assert res.exit_code == 1, res.output
+        res = CliRunner().invoke(app, ["compare", "io", "cot", *base])
+        assert "error:" in res.output and res.exit_code == 1, res.output
+    # A limit the user set is said, not an error: the command succeeds with the examples it finished.
+    res = _evaluate("cot", "--task", TASK, "--lm", "fake", "--limit", "4", "--max-calls", "2", "--concurrency", "1",
+                    "--no-cache")
+    assert res.exit_code == 0 and "stopped early" in res.output and "error:" not in res.output, res.output

@@ -35,10 +35,11 @@ ALLOWED = {
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
-# whether a recorded process lives, writing the files users name, loading prompt template files and the
-# thread-safe ``ast.parse``. They import nothing of masforge but each other.
+# whether a recorded process lives, writing the files users name, loading prompt template files, the
+# thread-safe ``ast.parse`` and the console that escapes what it prints. They import nothing of masforge but each
+# other.
 LEAVES = ("errors", "text", "redact", "input_limits", "processes", "cache_root", "ports", "files", "prompt_templates",
-          "threadsafe_ast")
+          "threadsafe_ast", "terminal")
 
 
 def _modules() -> dict[str, Path]:

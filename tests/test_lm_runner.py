@@ -685,3 +685,22 @@ def test_cli_evaluate_unknown_task_is_one_line(cli):
     result = cli("evaluate", "cot", "--task", "no-such-task", "--lm", "fake")
     assert result.exit_code == 1
     assert "unknown task" in result.output and "Traceback" not in result.output
+
+
+def test_cli_lm_at_an_api_base_sends_the_openai_key_or_the_one_api_key_env_names(cli, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    args = ["evaluate", "io", "--task", "rg:basic_arithmetic", "--lm", "openai/stub", "--limit", "1", "--no-cache"]
+    with StubServer() as stub:
+        assert cli(*args, "--api-base", stub.api_base).exit_code == 0
+        assert stub.last_authorization == "Bearer sk-none"  # nothing set: the placeholder
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-" + "o" * 24)
+        assert cli(*args, "--api-base", stub.api_base).exit_code == 0
+        assert stub.last_authorization == "Bearer sk-openai-" + "o" * 24
+        monkeypatch.setenv("HOSTED_PROVIDER_KEY", "sk-hosted-" + "h" * 24)
+        result = cli(*args, "--api-base", stub.api_base, "--api-key-env", "HOSTED_PROVIDER_KEY")
+        assert result.exit_code == 0, result.output
+        assert stub.last_authorization == "Bearer sk-hosted-" + "h" * 24
+        requests = stub.requests
+        result = cli(*args, "--api-base", stub.api_base, "--api-key-env", "NO_SUCH_KEY_VARIABLE")
+        assert result.exit_code == 1 and "$NO_SUCH_KEY_VARIABLE" in result.output, result.output
+        assert stub.requests == requests  # refused before anything was sent

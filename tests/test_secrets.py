@@ -20,7 +20,14 @@ from masforge.errors import ArchiveError, LMError, ProviderError
 from masforge.genome.io import parse_genome_text
 from masforge.genome.validate import problems
 from masforge.lm.client import LMClient, LMConfig
-from masforge.redact import REDACTED, install_log_redaction, redact, redact_data, register_secret
+from masforge.redact import (
+    REDACTED,
+    install_log_redaction,
+    redact,
+    redact_data,
+    redact_secret_values,
+    register_secret,
+)
 from masforge.testing.stub_server import StubServer
 
 TASK = "rg:basic_arithmetic"
@@ -228,3 +235,76 @@ def test_a_key_inside_an_answer_is_not_cached_nor_scored(tmp_path: Path, monkeyp
     assert first.text == again.text == f"your key is {REDACTED}, keep it safe" and again.cached
     assert planted.encode() not in (tmp_path / "answers.sqlite").read_bytes()
     assert all(planted.encode() not in p.read_bytes() for p in tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------- variants of a key
+
+
+def _variants(key: str) -> dict[str, str]:
+    """A key the way an echo may change it (issue 37: `sk-test- PLANTED...` reached the cache, index and git)."""
+    import base64
+    from urllib.parse import quote
+
+    half = len(key) // 2
+    raw = key.encode()
+    return {
+        "prefix and a space": key.replace("-", "- ", 2).replace("- ", "-", 1),
+        "prefix and a tab": key[:8] + "\t" + key[8:],
+        "split by a line break": key[:half] + "\n" + key[half:],
+        "split by a zero-width space": key[:half] + "\u200b" + key[half:],
+        "split into string literals": f'"{key[:half]}" + "{key[half:]}"',
+        "percent-encoded": "".join(f"%{b:02x}" for b in raw),
+        "percent-encoded, with a space": quote(key[:8] + " " + key[8:], safe=""),
+        "base64": base64.b64encode(raw).decode(),
+        "base64 inside a Basic credential": base64.b64encode(b"user:" + raw).decode(),
+        "base64url after two bytes": base64.urlsafe_b64encode(b"ab" + raw + b"!").decode(),
+    }
+
+
+PLANTED_OPENAI_SHAPE = "sk-test-PLANTED" + "7f3a9c2e1b8d4a6f"
+
+
+@pytest.mark.parametrize("variant", list(_variants(PLANTED_OPENAI_SHAPE)))
+def test_a_variant_of_a_known_key_is_redacted_everywhere(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_PLANTED_API_KEY", PLANTED_OPENAI_SHAPE)
+    text = _variants(PLANTED_OPENAI_SHAPE)[variant]
+    said = f"the key you sent was {text}, please check it"
+    # redact_data scans the data as JSON text, where a line break is written \n and a quote \"
+    for clean in (redact_secret_values(said), redact(said), redact_data({"answer": said})["answer"]):
+        assert REDACTED in clean, (variant, clean)
+        assert "PLANTED" not in clean and text not in clean, (variant, clean)
+        assert clean.startswith("the key you sent was ") and clean.endswith(", please check it")
+
+
+def test_the_parts_of_a_key_alone_and_ordinary_text_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASFORGE_PLANTED_API_KEY", PLANTED_OPENAI_SHAPE)
+    for text in ("sk-test-", "PLANTED", "Think step by step. sk-test- is a prefix", "a + b, 'c' \"d\" %20 e"):
+        assert redact_secret_values(text) == text
+
+
+def test_key_variants_in_answers_reach_no_cache_index_git_nor_log(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-test-PLANTED" + uuid.uuid4().hex
+    variants = list(_variants(key).values())
+    monkeypatch.setenv("MASFORGE_ECHOED_CREDS", key)
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+    served = iter(range(10**6))
+
+    def echo(messages: list[dict[str, object]], body: dict[str, object]) -> str:
+        return f"Answer: {variants[next(served) % len(variants)]}"  # wrong answers: kept as failure notes
+
+    with StubServer(responder=echo) as stub:
+        config = {"task": TASK, "strategy": ["random"], "seeds": ["io", "cot"], "limit": 6, "test_limit": 2,
+                  "test_top_k": 1, "budget": {"max_candidates": 3}, "meta_lm": "fake",
+                  "lm": {"model": "openai/stub", "api_base": stub.api_base, "api_key_env": "MASFORGE_ECHOED_CREDS"}}
+        (tmp_path / "run.yaml").write_text(json.dumps(config), encoding="utf-8")
+        out = CliRunner().invoke(app, ["search", "--config", str(tmp_path / "run.yaml"), "-o",
+                                       str(tmp_path / "runs")])
+        assert out.exit_code == 0, out.output
+        assert stub.requests >= len(variants)
+    run_dir = (tmp_path / "runs" / "latest").resolve()
+    (run_dir / "cli_output.txt").write_text(out.output, encoding="utf-8")
+    cache = b"".join(p.read_bytes() for p in (tmp_path / "cache").rglob("lm_cache.sqlite*"))
+    assert REDACTED.encode() in cache  # the answers were cached, redacted
+    assert _assert_nowhere(run_dir, [key, *variants, "PLANTED"]) > 10
+    assert _assert_nowhere(tmp_path / "cache", [key, *variants, "PLANTED"]) >= 1

@@ -153,6 +153,24 @@ def test_connect_names_the_missing_key_and_the_way_to_run(monkeypatch: pytest.Mo
     assert connect.missing_key_env("groq/x") == "GROQ_API_KEY" and connect.missing_key_env("local") is None
 
 
+def test_an_openai_model_behind_an_api_base_sends_the_key_that_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 37: a hosted OpenAI-compatible provider behind --api-base got the placeholder with OPENAI_API_KEY set.
+    base = "http://h:1/v1"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("MY_PROVIDER_KEY", raising=False)
+    assert connect.api_key_for("openai/m", base) == "sk-none"  # only when no key is set
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    assert connect.api_key_for("openai/m", base) == "sk-from-the-environment"
+    assert connect.connect("openai/m", api_base=base)[2] == "sk-from-the-environment"
+    assert connect.api_key_for("anthropic/m", base) is None and connect.api_key_for("openai/m") is None
+    # a variable named for the key is the one read, and needed: no other key is sent in its place
+    assert connect.missing_key_env("openai/m", base, "MY_PROVIDER_KEY") == "MY_PROVIDER_KEY"
+    with pytest.raises(connect.LMSetupError, match=r"\$MY_PROVIDER_KEY"):
+        connect.connect("openai/m", api_base=base, api_key_env="MY_PROVIDER_KEY")
+    monkeypatch.setenv("MY_PROVIDER_KEY", "sk-named")
+    assert connect.connect("openai/m", api_base=base, api_key_env="MY_PROVIDER_KEY")[2] == "sk-named"
+
+
 def test_the_embedded_model_starts_through_masforge_or_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
     from masforge.runtime import local_model
 

@@ -12,23 +12,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.errors import MarkupError
 from rich.markup import escape
-from rich.text import Text
 
 from masforge.redact import redact
-
-
-class SafeConsole(Console):
-    """A rich console on which text from genomes and models (names, answers) cannot break the output: a string
-    whose brackets are not valid rich markup (a genome named ``[/x]``) is shown literally instead of raising."""
-
-    def render_str(self, text: str, **kwargs: object) -> Text:  # type: ignore[override]
-        try:
-            return super().render_str(text, **kwargs)  # type: ignore[arg-type]
-        except MarkupError:
-            return super().render_str(escape(text), **kwargs)  # type: ignore[arg-type]
-
+from masforge.terminal import SafeConsole
 
 # Without a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room.
 console = SafeConsole() if Console().is_terminal else SafeConsole(width=140)
@@ -76,11 +63,27 @@ def runnable(text: str) -> str:
     return text if command == "masforge" else text.replace("`masforge ", f"`{command} ")
 
 
+_errors_printed = 0
+"""Error lines printed by this process (see :func:`exit_1_after_errors`)."""
+
+
 def print_error(message: str) -> None:
     """One red line on stderr (hints in it name the command as the user can run it)."""
+    global _errors_printed
+    _errors_printed += 1
     text = redact(str(message)).strip()
     first = text.splitlines()[0] if text else "unknown error"
     err_console.print(f"[red]error:[/red] {escape(runnable(first))}", soft_wrap=True, highlight=False)
+
+
+@contextlib.contextmanager
+def exit_1_after_errors() -> Iterator[None]:
+    """Exit with code 1 at the end of the block if it printed an error line: a command that says ``error:`` (say,
+    that examples went unscored) must not report success to a script."""
+    before = _errors_printed
+    yield
+    if _errors_printed > before:
+        raise typer.Exit(1)
 
 
 def os_error_line(exc: OSError) -> str:

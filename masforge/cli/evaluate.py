@@ -14,10 +14,11 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from masforge.cli.console import console, print_error, task_options, user_errors
+from masforge.cli.console import console, exit_1_after_errors, print_error, task_options, user_errors
 from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
+    ApiKeyEnvOption,
     ConcurrencyOption,
     DataDirOption,
     LimitOption,
@@ -53,6 +54,7 @@ def run(
     field: Annotated[list[str] | None, typer.Option("--field", "-f", help="Other inputs as name=value.")] = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached LM answers.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outputs and trace as JSON.")] = False,
 ) -> None:
@@ -69,7 +71,7 @@ def run(
         if missing:
             raise GenomeError(f"genome '{g.name}' needs input '{missing[0]}': pass --input TEXT or "
                               f"--field {missing[0]}=TEXT")
-        client = make_client(lm, api_base=api_base, cache=not no_cache)
+        client = make_client(lm, api_base=api_base, cache=not no_cache, api_key_env=api_key_env)
         assert isinstance(client, LMClient)
         system = compile_genome(g, client)
         with console.status(f"running {escape(g.name)} on {escape(client.config('worker').model)} ..."):
@@ -146,6 +148,7 @@ def evaluate(
     limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     concurrency: ConcurrencyOption = 4,
     data_dir: DataDirOption = None,
     task_option: TaskOption = None,
@@ -154,18 +157,18 @@ def evaluate(
     limits: dict[str, float] | None = None,
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
-    with user_errors():
+    with user_errors(), exit_1_after_errors():
         from masforge.evaluators.tasks import get_task
 
         g = _load_system(genome)
         t = get_task(task, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-        client = _eval_client(lm, api_base, no_cache, limits or {})
+        client = _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
         report = _evaluate_shown(g, t, client, split, limit, concurrency)
         if output:
             _write_json(output, report.to_dict())  # type: ignore[attr-defined]
             console.print(f"report written to {output}")
-    if report.stopped == "interrupted":  # type: ignore[attr-defined]
-        raise typer.Exit(130)
+        if report.stopped == "interrupted":  # type: ignore[attr-defined]
+            raise typer.Exit(130)
 
 
 def _load_system(ref: str) -> object:
@@ -175,13 +178,14 @@ def _load_system(ref: str) -> object:
     return load_exported(ref) if is_exported(ref) else resolve_genome(ref)
 
 
-def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, limits: dict[str, float]) -> object:
+def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, limits: dict[str, float],
+                 api_key_env: str | None = None) -> object:
     """The worker client of an evaluation, with its budget (``limits``: by budget field) and a warning when a
     dollar limit cannot bind."""
     from masforge.lm.budget import Budget, free_lm_warning
     from masforge.lm.client import LMClient
 
-    client = make_client(lm, api_base=api_base, cache=not no_cache)
+    client = make_client(lm, api_base=api_base, cache=not no_cache, api_key_env=api_key_env)
     assert isinstance(client, LMClient)
     client.ledger.budget = Budget(**limits)
     cfg = client.config("worker")
@@ -227,9 +231,9 @@ def _evaluate_shown(g: object, t: object, client: object, split: str, limit: int
     if report.stopped == "interrupted":
         console.print(f"[yellow]stopped (Ctrl-C) after {report.attempted} of {report.planned} examples: the table "
                       f"covers the {report.n} finished; requests in flight were abandoned[/yellow]")
-    elif report.stopped:
-        print_error(f"stopped early: {STOP_REASONS.get(report.stopped, report.stopped)}; the table covers "
-                    f"{report.n} finished examples")
+    elif report.stopped:  # a limit the user set: said, not an error (a search stopped so ends with 0 too)
+        console.print(f"[yellow]stopped early: {escape(STOP_REASONS.get(report.stopped, report.stopped))}; the "
+                      f"table covers {report.n} finished examples[/yellow]", highlight=False, soft_wrap=True)
     if report.unscored:
         what = "not a score" if report.incomplete else f"the score covers the other {report.n}"
         print_error(f"{report.unscored} of {report.attempted} examples unscored (the provider or the sandbox "
@@ -302,6 +306,7 @@ def compare(
     limit: LimitOption = None,
     lm: LmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     concurrency: ConcurrencyOption = 4,
     data_dir: DataDirOption = None,
     task_option: TaskOption = None,
@@ -313,7 +318,7 @@ def compare(
     from masforge.evaluators.compare import Side, report_side
     from masforge.evaluators.compare import compare as paired_comparison
 
-    with user_errors():
+    with user_errors(), exit_1_after_errors():
         given = {ref: side for ref in (system_a, system_b) if (side := report_side(ref)) is not None}
         known = next(iter(given.values()), None)
         task_name = task or (known.task if known else None)
@@ -333,7 +338,7 @@ def compare(
 
             g = _load_system(ref)
             t = get_task(task_name, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-            client = client or _eval_client(lm, api_base, no_cache, limits or {})
+            client = client or _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
             report = _evaluate_shown(g, t, client, split_name, limit, concurrency)
             sides.append(Side.of(report))  # type: ignore[arg-type]
             if report.stopped == "interrupted":  # type: ignore[attr-defined]
@@ -343,8 +348,11 @@ def compare(
             console.print("[yellow]B was not evaluated: no comparison[/yellow]")
             raise typer.Exit(130)
         if not set(sides[0].scores) & set(sides[1].scores):
-            console.print("[yellow]stopped before A and B shared a finished example: no comparison[/yellow]")
-            raise typer.Exit(130)
+            if interrupted:
+                console.print("[yellow]stopped before A and B shared a finished example: no comparison[/yellow]")
+                raise typer.Exit(130)
+            print_error("A and B share no scored example: no comparison")
+            raise typer.Exit(1)
         result = paired_comparison(sides[0], sides[1])
         console.print(comparison_table(result))
         for what, ids in zip(("B won on", "B lost on"), result.differing(), strict=True):
@@ -359,8 +367,8 @@ def compare(
         if output:
             _write_json(output, result.to_dict())
             console.print(f"comparison written to {output}")
-    if interrupted:
-        raise typer.Exit(130)
+        if interrupted:
+            raise typer.Exit(130)
 
 
 def comparison_table(result: object) -> Table:

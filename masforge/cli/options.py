@@ -24,6 +24,10 @@ MetaLmOption = Annotated[str | None, typer.Option("--meta-lm", help="Meta-agent 
 ApiBaseOption = Annotated[
     str | None, typer.Option("--api-base", help="Endpoint for --lm (e.g. a vLLM or Ollama server).")
 ]
+ApiKeyEnvOption = Annotated[
+    str | None, typer.Option("--api-key-env", help="Environment variable holding the API key of --lm (default: "
+                             "the provider's own, e.g. OPENAI_API_KEY, also for an openai/ model at --api-base).")
+]
 # the options of an evaluation (evaluate, compare)
 # Help text is rich markup: a literal "[" is written escape()d, or rich takes "[default: all]" for a style tag and
 # drops it (tests/test_first_hour.py checks every command's help for text lost this way).
@@ -41,7 +45,7 @@ STOP_REASONS = {
     **{limit.name: limit.stopped for limit in BUDGET_LIMITS.values()},
     "interrupted": "interrupted (Ctrl-C)",
     "outage": "provider outage (see below)",
-    "provider": "the LM provider refuses the run (see below)",
+    "provider": "the LM provider refuses the run, or overran its bill (see below)",
     "sandbox": "the sandbox misses a layer generated code needs (see below)",
 }
 
@@ -104,8 +108,9 @@ def limit_options(fields: tuple[str, ...], *, after: str, stop_help: bool = Fals
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,
-                cache: bool = True) -> object:
-    """An LMClient for the CLI's --lm/--meta-lm/--api-base options (credentials checked up front)."""
+                cache: bool = True, api_key_env: str | None = None) -> object:
+    """An LMClient for the CLI's --lm/--meta-lm/--api-base/--api-key-env options (credentials checked up
+    front)."""
     from dataclasses import replace
 
     from masforge.lm.client import LMClient, check_credentials, parse_lm
@@ -113,6 +118,8 @@ def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None
     worker = parse_lm(lm)
     if api_base:
         worker = replace(worker, api_base=api_base)
+    if api_key_env:
+        worker = replace(worker, api_key_env=api_key_env)
     meta = parse_lm(meta_lm) if meta_lm else worker
     for cfg in (worker, meta):
         check_credentials(cfg)

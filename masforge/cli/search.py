@@ -15,6 +15,7 @@ from masforge.cli.listings import strategies
 from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
+    ApiKeyEnvOption,
     DataDirOption,
     LmOption,
     MetaLmOption,
@@ -36,6 +37,7 @@ from masforge.text import distinct_names, shorten
 # The run-configuration fields the search flags set, by the flag the user typed (for error messages).
 SEARCH_FLAGS = {
     "task": "--task", "strategy": "--strategy", "lm": "--lm", "meta_lm": "--meta-lm", "api_base": "--api-base",
+    "api_key_env": "--api-key-env",
     "seeds": "--seeds", "limit": "--limit", "test_limit": "--test-limit", "test_top_k": "--test-top-k",
     "concurrency": "--concurrency", "output": "--output", "seed": "--seed",
     **{f"budget.{limit.field}": limit.flag for limit in BUDGET_LIMITS.values()}, "split": "--split",
@@ -57,6 +59,7 @@ def search(
     lm: LmOption = None,
     meta_lm: MetaLmOption = None,
     api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seed names or genome files.",
                                               show_default=",".join(DEFAULT_SEEDS))] = None,
     reference: Annotated[str | None, typer.Option(
@@ -121,6 +124,7 @@ def search(
         return
     with user_errors():
         flags = {"task": task, "strategy": strategy, "lm": lm, "meta_lm": meta_lm, "api_base": api_base,
+                 "api_key_env": api_key_env,
                  "seeds": seeds, "references": reference, "limit": limit, "test_limit": test_limit,
                  "test_top_k": test_top_k, "concurrency": concurrency, "output": output, "seed": seed,
                  "archive": archive,
@@ -271,9 +275,13 @@ def print_search_result(result: object) -> None:
     console.print(f"stopped: {why}; spent ${spend['dollars']:.4f}, {spend['tokens']} tokens, "
                   f"{spend['llm_calls']} LM calls (+{spend['cache_hits']} cached){failed} in {spend['elapsed_s']:.0f}s")
     over = {k: v for k, v in (r.budget.get("overshoot") or {}).items() if v}  # type: ignore[attr-defined]
+    if spend.get("overruns"):
+        console.print(f"[yellow]the provider overran its bill on {spend['overruns']} answers: "
+                      f"${spend['uncounted_dollars']:.4f} billed beyond what was counted (see below)[/yellow]")
     if over:
-        console.print("budget overshoot (requests already in flight when the limit was reached): "
-                      + ", ".join(f"{k} +{v:g}" for k, v in over.items()))
+        why = ("the provider's overrun" if spend.get("overruns") else
+               "requests already in flight when the limit was reached")
+        console.print(f"budget overshoot ({why}): " + ", ".join(f"{k} +{v:g}" for k, v in over.items()))
     for line in r.warnings:  # type: ignore[attr-defined]
         console.print(f"[yellow]{escape(line)}[/yellow]")
     outage = r.outage  # type: ignore[attr-defined]

@@ -8,6 +8,8 @@ import re
 import textwrap
 from typing import Any
 
+from masforge.text import escape_controls
+
 WRAP = 108
 """The width of prose in an export's docstring."""
 RULE = "# " + "=" * 110
@@ -66,8 +68,9 @@ def py_str(text: str, indent: int, lead: int = 0, width: int = 118) -> str:
 
 
 def docstring(text: str) -> str:
-    """``text`` made safe inside a regular triple-quoted docstring."""
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    """``text`` made safe inside a regular triple-quoted docstring (control characters as escapes, which the
+    docstring reads as the same characters, so a file shown in a terminal carries none)."""
+    return escape_controls(text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"'))
 
 
 def wrap(text: str, indent: str = "") -> str:

@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm must not fetch its cost map
 
@@ -27,7 +27,7 @@ from masforge.errors import (  # noqa: E402
     MasforgeError,
     ProviderError,
 )
-from masforge.execution.standalone.connect import completion_request, cut_at_stop  # noqa: E402
+from masforge.execution.standalone.connect import api_key_for, completion_request, cut_at_stop  # noqa: E402
 from masforge.lm import rates as lm_rates  # noqa: E402
 from masforge.lm.budget import Budget  # noqa: E402
 from masforge.lm.cache import LMCache, default_cache_path  # noqa: E402
@@ -74,6 +74,18 @@ _UNKNOWN_MODEL = re.compile(r"\bmodel\b.{0,120}\b(not found|does not exist|not e
 _CLIENT_ERRORS = ("BadRequestError", "ContextWindowExceededError", "ContentPolicyViolationError",
                   "UnprocessableEntityError")
 MAX_RETRY_AFTER_S = 60.0
+
+
+class Reservation(NamedTuple):
+    """What one request may cost at most, reserved in the ledger before it is sent: dollars (0: a free LM), how
+    they were priced, and the tokens behind them (the prompt's bound, ``max_tokens``)."""
+
+    dollars: float
+    detail: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
 CHARS_PER_TOKEN_CAP = 16
 """An answer longer than max_tokens x this many characters cannot be honest: it is cut there."""
 
@@ -258,10 +270,8 @@ class LMClient:
                 ep = ensure_local_server(name)
                 self._endpoints[cfg.model] = (ep.model, ep.api_base, ep.api_key)
             return self._endpoints[cfg.model]
-        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        key = api_key_for(cfg.model, cfg.api_base, cfg.api_key_env)
         register_secret(key)  # whatever the variable is called, its value is never written anywhere
-        if cfg.api_base and key is None and cfg.model.startswith("openai/"):
-            key = "sk-none"  # OpenAI-compatible local servers want some key
         return cfg.model, cfg.api_base, key
 
     def complete(self, messages: Messages, *, alias: str = "worker", temperature: float | None = None,
@@ -333,11 +343,12 @@ class LMClient:
         once (a provider glitch, if it was one, rarely repeats; a model that really says nothing is then
         believed)."""
         attempt = 0
-        worst, detail = self._worst_cost(cfg, messages, mtok)
+        reserved = self._worst_cost(cfg, messages, mtok)
+        worst = reserved.dollars
         while True:
             if self._stop.stopped:
                 raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
-            self.ledger.reserve(attempt + 1, worst, detail)
+            self.ledger.reserve(attempt + 1, worst, reserved.detail)
             start = time.perf_counter()
             try:
                 with waiting_on_provider():
@@ -371,7 +382,12 @@ class LMClient:
                 continue
             c.text = cut_at_stop(c.text, stop)  # a provider (or the fake LM) that ignores stop strings
             note = self._check_answer(c, mtok)
-            self.ledger.settle(c, note, worst)
+            billed = c.cost
+            overrun = self._overrun(cfg, c, reserved)
+            self.ledger.settle(c, note, worst, uncounted=billed - c.cost if overrun else None)
+            if overrun is not None:
+                self.ledger.halt(overrun)
+                raise overrun
             if note == "empty" and attempt == 0 and cfg.num_retries > 0:
                 attempt += 1
                 continue
@@ -405,20 +421,49 @@ class LMClient:
             note_incident(text)
         return LMError(text, infrastructure=infrastructure)
 
-    def _worst_cost(self, cfg: LMConfig, messages: Messages, mtok: int) -> tuple[float, str]:
+    def _worst_cost(self, cfg: LMConfig, messages: Messages, mtok: int) -> Reservation:
         """The most one request can cost: every byte of the prompt a token (no tokenizer makes more) and the whole
         ``max_tokens`` generated, at the model's price; and how that was priced, in words."""
         if cfg.price_in_per_m is not None or cfg.price_out_per_m is not None:
             p_in, p_out = (cfg.price_in_per_m or 0.0) / 1e6, (cfg.price_out_per_m or 0.0) / 1e6
         elif cfg.is_local or cfg.is_fake:
-            return 0.0, ""
+            return Reservation(0.0, "", 0, mtok)
         else:
             p_in, p_out = catalog_price(cfg.model)
         if p_in <= 0 and p_out <= 0:
-            return 0.0, ""
+            return Reservation(0.0, "", 0, mtok)
         prompt = 16 + sum(8 + len(str(m.get("content", "")).encode("utf-8", "replace")) for m in messages)
-        return prompt * p_in + mtok * p_out, (f"a prompt of at most {prompt:,} tokens and {mtok:,} completion tokens "
-                                              f"at the price of {cfg.model}")
+        return Reservation(prompt * p_in + mtok * p_out, f"a prompt of at most {prompt:,} tokens and {mtok:,} "
+                           f"completion tokens at the price of {cfg.model}", prompt, mtok)
+
+    def _overrun(self, cfg: LMConfig, c: Completion, reserved: Reservation) -> ProviderError | None:
+        """The halt a priced answer calls for when its bill passes what was reserved for it, else None. A bill with
+        more tokens than the request allowed (completion tokens past ``max_tokens``, prompt tokens past the prompt's
+        bytes) shows the provider ignored the limit or reports usage wrongly: only the reservation is counted
+        (``c``'s tokens and cost are cut to it); a bill within the tokens but above the reservation (another price)
+        is counted as billed. Either way the run stops: a budget cannot hold against a provider that bills
+        past what it was asked for."""
+        if reserved.dollars <= 0:
+            return None  # a free LM: nothing is billed (a long answer is cut and noted, see _check_answer)
+        passed = []
+        if c.completion_tokens > reserved.completion_tokens:
+            passed.append(f"{c.completion_tokens:,} completion tokens for max_tokens {reserved.completion_tokens:,}")
+        if c.prompt_tokens > reserved.prompt_tokens:
+            passed.append(f"{c.prompt_tokens:,} prompt tokens for a prompt of at most {reserved.prompt_tokens:,}")
+        if not passed and c.cost <= reserved.dollars * (1 + 1e-9):
+            return None
+        billed = c.cost
+        if passed:
+            c.prompt_tokens = min(c.prompt_tokens, reserved.prompt_tokens)
+            c.completion_tokens = min(c.completion_tokens, reserved.completion_tokens)
+            c.cost = min(c.cost, reserved.dollars)
+            why = f"{'; '.join(passed)}; counted: the ${c.cost:.4f} reserved"
+        else:
+            why = f"at a higher price than {reserved.detail}; counted as billed"
+        return ProviderError(
+            f"LM '{cfg.model}' overran its bill: ${billed:.4f} for a request reserved at ${reserved.dollars:.4f} "
+            f"({why}); a provider that bills past what it is asked for lets no budget hold, so the run stops: "
+            "check its usage reports and the model's price (price_in_per_m / price_out_per_m)")
 
     def _fake(self, cfg: LMConfig, messages: Messages, temp: float, sample: int, start: float) -> Completion:
         from masforge.lm.fake import fake_reply

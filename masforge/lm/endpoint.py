@@ -7,11 +7,12 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
-from masforge.lm.http1 import Connection, TooLarge
+from masforge.lm.http1 import Connection, ProtocolError, TooLarge
 
 
 class EndpointError(Exception):
@@ -35,8 +36,30 @@ class Unreachable(ConnectionError):
     kind = "unreachable"
 
 
-MAX_ANSWER_BYTES = 32 * 1024 * 1024
-"""A larger answer is refused (a provider fault): it would only fill memory, traces and the archive."""
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""A larger answer is refused (a provider fault): it would only fill memory, traces and the archive. A chat
+completion of 100k tokens is well under it; parsed, JSON can take about 12 times its size (a list of short
+strings), so this keeps one answer's memory near 100 MB."""
+MAX_JSON_CONTAINERS = 100_000
+"""Arrays and objects one answer may hold (brackets counted, those inside strings too): a chat completion has a
+few dozen; each costs a Python list or dict (about 70 bytes for the 2-3 bytes of ``[],``)."""
+
+
+def parse_json(raw: bytes | bytearray) -> Any:
+    """The JSON of an answer, or ValueError saying in a few words why there is none: not UTF-8, not JSON, nested
+    too deep, too many arrays and objects (each bounded in memory and CPU, whatever the bytes)."""
+    if len(raw) > MAX_JSON_CONTAINERS:  # shorter, it cannot hold that many (an answer is rarely that long)
+        containers = raw.count(b"[") + raw.count(b"{")
+        if containers > MAX_JSON_CONTAINERS:
+            raise ValueError(f"{containers:,} JSON arrays and objects, more than {MAX_JSON_CONTAINERS:,}")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:  # JSONDecodeError, and numbers past int's digit limit
+        raise ValueError(f"not JSON ({exc})") from None
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -135,12 +158,15 @@ class Endpoint:
             conn.close()
 
     def post(self, body: bytes, headers: dict[str, str], timeout: float,
-             active: InFlight | None = None) -> tuple[int, str, bytes, dict[str, str]]:
+             active: InFlight | None = None) -> tuple[int, str, bytes | bytearray, dict[str, str]]:
         """POST ``body`` to ``/chat/completions`` once: (status, reason, response bytes, response headers, their
-        names in lower case). Transport failures raise ConnectionError or TimeoutError (both retried, and counted,
-        by the caller), or :class:`Unreachable` when no connection can be made at all (the server is down or the
-        address wrong). ``active``: where the connection is registered while the request is in flight (so it can
-        be cut)."""
+        names in lower case). ``timeout`` bounds the whole request (connecting, sending, the reply's headers, body
+        and trailers), not each read. Transport failures raise ConnectionError or TimeoutError (both retried, and
+        counted, by the caller), or :class:`Unreachable` when no connection can be made at all (the server is down
+        or the address wrong); a reply that is not HTTP or passes the client's bounds raises :class:`EndpointError`
+        (``bad_answer``). ``active``: where the connection is registered while the request is in flight (so it
+        can be cut)."""
+        deadline = time.monotonic() + timeout
         conn = self._take_idle()
         try:
             if conn is None:
@@ -148,20 +174,22 @@ class Endpoint:
                     conn = Connection(self.host, self.port, timeout, self._ssl)
                 except (ConnectionRefusedError, socket.gaierror) as exc:
                     raise Unreachable(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
-            else:
-                conn.settimeout(timeout)
             if active is not None:
                 active.add(conn)
-            reply = conn.post(self.path, body, headers, MAX_ANSWER_BYTES)
+            reply = conn.post(self.path, body, headers, MAX_ANSWER_BYTES, deadline)
         except TimeoutError as exc:
             if conn is not None:
                 conn.close()
-            raise TimeoutError(f"no answer from {self.url} within {timeout:g}s") from exc
+            raise TimeoutError(f"no whole answer from {self.url} within {timeout:g}s") from exc
         except Unreachable:
             raise
         except TooLarge:
             conn.close()
             raise EndpointError(502, f"answer larger than {MAX_ANSWER_BYTES // 2**20} MB", kind="bad_answer") \
+                from None
+        except ProtocolError as exc:
+            conn.close()
+            raise EndpointError(502, f"the reply from {self.url} is not usable HTTP: {exc}", kind="bad_answer") \
                 from None
         except OSError as exc:
             if conn is not None:
@@ -191,20 +219,25 @@ class Endpoint:
         status, reason, raw, resp_headers = self.post(json.dumps(body).encode(), headers, timeout, active)
         if status >= 400:
             try:
-                detail = str(json.loads(raw)["error"]["message"])
+                detail = str(parse_json(raw)["error"]["message"])
             except Exception:
-                detail = raw.decode("utf-8", "replace").strip()[:300] or reason
+                detail = raw[:300].decode("utf-8", "replace").strip() or reason
             raise EndpointError(status, detail, retry_after=retry_after_seconds(resp_headers))
         try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = parse_json(raw)
+        except ValueError as exc:
             shown = raw[:120].decode("utf-8", "replace")
-            raise EndpointError(502, f"the answer is not JSON ({len(raw)} bytes: {shown!r})", kind="bad_answer") \
+            raise EndpointError(502, f"the answer is {exc}: {len(raw)} bytes, {shown!r}", kind="bad_answer") \
                 from None
         choices = data.get("choices") if isinstance(data, dict) else None
         message = choices[0].get("message") if isinstance(choices, list) and choices and \
             isinstance(choices[0], dict) else None
         if not isinstance(message, dict) or not isinstance(message.get("content"), str | None):
+            error = data.get("error") if isinstance(data, dict) else None
+            if error:  # a 200 carrying an error (some proxies and servers answer a failure so)
+                said = error.get("message") if isinstance(error, dict) else error
+                raise EndpointError(502, f"the answer is an error, sent with HTTP {status}: {str(said)[:300]}",
+                                    kind="bad_answer")
             raise EndpointError(502, f"no chat completion in the answer: {raw[:200].decode('utf-8', 'replace')}",
                                 kind="bad_answer")
         return data

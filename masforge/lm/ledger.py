@@ -4,7 +4,9 @@ totals that the run's :class:`~masforge.lm.budget.Budget` is checked against bef
 Every request sent to a provider is counted, whether it was answered, failed or timed out: a request slot is
 *reserved* (budget checked, call counted) before anything is sent, then *settled* with the answer's tokens and
 cost or *failed* with the kind of failure. So a call limit is never passed, and a dollar or token limit is passed
-by at most what the requests in flight at that moment cost (``overshoot``).
+by at most what the requests in flight at that moment cost (``overshoot``). A priced request reserves its worst
+cost, and an answer billed past it stops the run (an *overrun*, see ``LMClient._overrun``), so what a provider
+bills cannot carry the spend past the dollar limit plus the reservations in flight.
 
 With a ``journal`` file the ledger survives a kill: one line per reserved, settled or failed request, written
 before the request goes out and as soon as it ends, so a resumed run continues the same totals
@@ -58,6 +60,11 @@ class Ledger:
         """Answers delivered but odd: ``empty`` (no text), ``overlong`` (longer than max_tokens allows: cut)."""
         self.abandoned = 0
         """Requests in flight when the run was stopped (Ctrl-C): sent, so counted as calls, but no failure."""
+        self.overruns = 0
+        """Answers billed past what was reserved for them (each stops the run)."""
+        self.uncounted_dollars = 0.0
+        """What those bills asked beyond what was counted (only the reservation is, where an answer shows the
+        provider ignored the request's limits)."""
         self.max_attempt = 0
         """The most requests one LM call has needed (1 + its retries)."""
         self.in_flight = 0
@@ -148,8 +155,10 @@ class Ledger:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self._write({"r": 1})
 
-    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0) -> None:
-        """A reserved request answered: add its tokens and cost."""
+    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0,
+               uncounted: float | None = None) -> None:
+        """A reserved request answered: add its tokens and cost. ``uncounted``: the answer's bill overran its
+        reservation, and this much of it is not counted (0: all of it is)."""
         with self._lock:
             self.in_flight -= 1
             self.reserved_dollars = max(0.0, self.reserved_dollars - worst_dollars)
@@ -160,6 +169,10 @@ class Ledger:
             if note:
                 self.notes[note] += 1
                 row["n"] = note
+            if uncounted is not None:
+                self.overruns += 1
+                self.uncounted_dollars += uncounted
+                row["o"] = uncounted
             self._write(row)
 
     def release(self, worst_dollars: float = 0.0) -> None:
@@ -207,12 +220,16 @@ class Ledger:
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            return {"llm_calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+            snap = {"llm_calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "tokens": self.tokens, "dollars": self.dollars,
                     "errors": self.errors, "failures": dict(self.failures), "notes": dict(self.notes),
                     "abandoned": self.abandoned,
                     "max_in_flight": self.max_in_flight, "max_attempt": self.max_attempt,
                     "elapsed_s": self.elapsed_s}
+            if self.overruns:  # only then: summaries of ordinary runs keep their shape
+                snap["overruns"] = self.overruns
+                snap["uncounted_dollars"] = self.uncounted_dollars
+            return snap
 
     # ------------------------------------------------------------------ journal
 
@@ -268,6 +285,9 @@ class Ledger:
                     self.dollars += float(row.get("d") or 0.0)
                     if row.get("n"):
                         self.notes[str(row["n"])] += 1
+                    if "o" in row:
+                        self.overruns += 1
+                        self.uncounted_dollars += float(row.get("o") or 0.0)
         self.failures["unsettled"] += max(0, pending)
         if not self.failures["unsettled"]:
             del self.failures["unsettled"]

@@ -23,6 +23,9 @@ it injected (``injected``) and the tokens of the answers it delivered (``deliver
     with StubServer(faults={"rate_limit": 0.1, "drop": 0.05}, fault_seed=1) as flaky: ...
     StubServer(faults=StubServer.uniform_faults(0.3))   # 30% of requests fail, spread over every kind
 
+With ``billed_completion_tokens`` every answer reports that many completion tokens, whatever it holds: a provider
+that over-bills (its usage is wrong, or it ignored ``max_tokens``), for the budgets to be held against.
+
 ``python -m masforge.testing.stub_server --port 8000 --model stub`` runs it in the foreground (until SIGTERM/Ctrl-C).
 It also takes llama.cpp's server's flags (``--model <file> --alias <id> --parallel <slots> ...``) and answers its
 ``GET /props`` with the slot count, so a script running it can stand in for that server (``$MASFORGE_LLAMA_SERVER``)
@@ -159,11 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stub = self.server.stub
         arrived = time.monotonic()
+        auth = str(self.headers.get("Authorization") or "")
+        stub.last_authorization = auth
         fault = stub._enter(body)
         try:
             # The reply is built on arrival and the latency counted from then, so a request takes the stated
             # latency however many arrive together (built after the wait, 64 replies queued behind one GIL).
-            auth = str(self.headers.get("Authorization") or "")
             (status, payload, content_type, headers), usage = _answer(stub, body, fault, auth)
             if stub.latency_s > 0:
                 time.sleep(max(0.0, arrived + stub.latency_s - time.monotonic()))
@@ -232,10 +236,10 @@ def _answer(stub: StubServer, body: dict[str, Any], fault: str | None, auth: str
     return _json_reply(200, answer), delivered
 
 
-def _usage(body: dict[str, Any], text: str, n: int) -> dict[str, int]:
-    """Token counts estimated as characters // 4."""
+def _usage(body: dict[str, Any], text: str, n: int, billed: int | None = None) -> dict[str, int]:
+    """Token counts estimated as characters // 4 (``billed``: the completion tokens reported instead)."""
     prompt = sum(len(content_text(m.get("content"))) for m in body["messages"] if isinstance(m, dict)) // 4
-    completion = (len(text) // 4) * n
+    completion = (len(text) // 4) * n if billed is None else billed
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -251,7 +255,7 @@ def _completion(stub: StubServer, body: dict[str, Any], text: str) -> dict[str, 
         "created": int(time.time()),
         "model": str(body.get("model") or stub.model),
         "choices": choices,
-        "usage": _usage(body, text, n),
+        "usage": _usage(body, text, n, stub.billed_completion_tokens),
         "system_fingerprint": None,
     }
 
@@ -281,6 +285,8 @@ class StubServer:
     ``retry_after`` is set); with ``echo_auth`` that body quotes the request's API key and ``Authorization`` header,
     as some providers' 401 answers do.
 
+    ``billed_completion_tokens``: the completion tokens every answer reports (None: its text's, characters // 4).
+
     ``faults`` maps kinds of :data:`FAULTS` to rates (their sum at most 1): each later request draws its fate
     from a generator seeded with ``fault_seed``. A hang lasts ``hang_s``; a long completion is ``long_chars``
     characters; 429 and 500 faults carry ``Retry-After: fault_retry_after``. ``slots`` is the slot count
@@ -305,6 +311,7 @@ class StubServer:
         long_chars: int = 200_000,
         fault_retry_after: float | None = 0.05,
         slots: int | None = None,
+        billed_completion_tokens: int | None = None,
     ) -> None:
         faults = dict(faults or {})
         unknown = [k for k in faults if k not in FAULTS]
@@ -328,12 +335,15 @@ class StubServer:
         self.hang_s = hang_s
         self.long_chars = long_chars
         self.fault_retry_after = fault_retry_after
+        self.billed_completion_tokens = billed_completion_tokens
         self._fault_rng = random.Random(fault_seed)
         self._injected: Counter[str] = Counter()
         self._delivered_usage: Counter[str] = Counter()
         self.host = host
         self.requested_port = port
         self.last_body: dict[str, Any] | None = None
+        self.last_authorization = ""
+        """The Authorization header of the last chat request ("" if it had none)."""
         self._lock = threading.Lock()
         self._requests = 0
         self._failed = 0

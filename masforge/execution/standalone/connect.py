@@ -18,6 +18,8 @@ KEY_ENV = {
     "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY",
 }
 KEYLESS_PREFIXES = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile")
+PLACEHOLDER_KEY = "sk-none"
+"""Sent to an OpenAI-compatible server when no key is set: local servers want some key, and check none."""
 OPENAI_COMPATIBLE_HINT = "--model openai/<name> --api-base http://HOST:PORT/v1 (any OpenAI-compatible server)"
 
 
@@ -39,14 +41,31 @@ def default_sampling(model: str) -> tuple[float, int]:
 
 
 def missing_key_env(model: str, api_base: str | None = None, api_key_env: str | None = None) -> str | None:
-    """The environment variable a hosted ``model`` needs for its API key, if it is not set (else None)."""
-    if is_local_model(model) or model == "fake" or model.startswith("fake:") or api_base:
+    """The environment variable a hosted ``model`` needs for its API key, if it is not set (else None); a
+    variable named by ``api_key_env`` is needed wherever the model is served."""
+    if is_local_model(model) or model == "fake" or model.startswith("fake:"):
+        return None
+    if api_key_env and not os.environ.get(api_key_env):
+        return api_key_env
+    if api_base:
         return None
     provider = model.split("/", 1)[0]
     if provider in KEYLESS_PREFIXES:
         return None
     env = api_key_env or KEY_ENV.get(provider)
     return env if env and not os.environ.get(env) else None
+
+
+def api_key_for(model: str, api_base: str | None = None, api_key_env: str | None = None) -> str | None:
+    """The API key requests to ``model`` carry: the value of the variable ``api_key_env`` names, if it names one;
+    for an ``openai/`` model at an ``api_base`` (any OpenAI-compatible server, hosted ones too) $OPENAI_API_KEY
+    when it is set, and only then the placeholder ``sk-none``; else None (litellm reads the provider's own
+    variable)."""
+    if api_key_env:
+        return os.environ.get(api_key_env)
+    if api_base and model.startswith("openai/"):
+        return os.environ.get(KEY_ENV["openai"]) or PLACEHOLDER_KEY
+    return None
 
 
 def _local_endpoint(model: str) -> tuple[str, str, str]:
@@ -78,14 +97,12 @@ def connect(model: str, *, api_base: str | None = None, api_key: str | None = No
     if "/" not in model:
         raise LMSetupError(f"model '{model}' needs a provider prefix (e.g. openai/{model}, anthropic/{model}, "
                            f"ollama/{model}), or use {OPENAI_COMPATIBLE_HINT}")
-    key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
+    key = api_key or api_key_for(model, api_base, api_key_env)
     if key is None and require_key:
         env = missing_key_env(model, api_base, api_key_env)
         if env:
             raise LMSetupError(f"model '{model}' needs its API key in ${env}: export {env}=..., "
                                f"or use {OPENAI_COMPATIBLE_HINT}")
-    if api_base and key is None and model.startswith("openai/"):
-        key = "sk-none"  # OpenAI-compatible local servers want some key
     return model, api_base, key, False
 
 
