@@ -37,7 +37,7 @@ from masforge.lm import rates as lm_rates
 from masforge.lm.client import LMClient
 from masforge.lm.config import LMConfig
 
-READING_REVISION = 5
+READING_REVISION = 6
 """Bumped whenever the way replies are read or scored changes (an adapter's parsing, a metric). Archived results
 carry it in their key (:func:`results_key`), so a result read the old way is evaluated again (its answers come
 from the answer cache) instead of being reused. 1: results made before revisions were kept; 2: "Final answer"
@@ -45,7 +45,9 @@ lines taken out of code blocks (plain adapter); 3: an unmarked answer is the las
 4: final-answer markers found however repeated or nested (in a sentence, a list, a lead-in), code found wherever
 written (the block defining the entry point, a program without a fence), exact match and reasoning-gym scored on
 the best reading of the answer as written (without bold, LaTeX, \\boxed{}, a full stop); 5: a chain-of-thought answer
-to a question that asks for a program keeps the code its reasoning wrote (plain adapter)."""
+to a question that asks for a program keeps the code its reasoning wrote (plain adapter); 6: code answers judged by a
+sandbox whose judged process never holds the tests and whose tests call the prompt's own helpers (a pass an answer
+forged under revision 5 is not reused)."""
 
 
 def results_key(lm: LMConfig) -> str:
