@@ -303,6 +303,24 @@ def test_leftover_run_folders_are_removed_at_the_next_start(tmp_path, monkeypatc
         iso_module.remove_tree(str(mine))
 
 
+def test_any_masforge_command_removes_leftover_run_folders_as_it_starts(tmp_path):
+    """Not only the next sandbox: ``masforge tasks`` runs no code, and still clears what a killed run left (a run
+    folder of the opt-in unshare mode holds hundreds of MB). A folder whose masforge still runs stays."""
+    import sys
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / f"masforge-sbx-{dead.pid}-12345-abcd1234"
+    (leftover / "sub").mkdir(parents=True)
+    (leftover / "sub" / "big").write_bytes(b"x" * 1_000_000)
+    live = tmp_path / f"masforge-sbx-{os.getpid()}-{iso_module._start_time(os.getpid())}-abcd1234"
+    live.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "masforge", "tasks"], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not leftover.exists() and live.exists()
+
+
 # --------------------------------------------------------------------------------------------------
 # tools and the fake LM under threads
 
