@@ -239,6 +239,21 @@ def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
     assert result == f"True None {venv / 'bin' / 'python'} False True", out
 
 
+def test_an_interpreter_started_through_a_dotdot_path_still_gets_bubblewrap(tmp_path):
+    """``bench/../.venv/bin/python`` named a folder the sandbox's file system view lacks: bubblewrap "failed"."""
+    import sys
+
+    if not isolation().private_fs:
+        pytest.skip("no bubblewrap here")
+    (tmp_path / "elsewhere").mkdir()
+    detour = os.path.relpath(sys.executable, str(tmp_path / "elsewhere"))  # Python keeps a relative path's ".."
+    assert detour.startswith("..")
+    probe = "from masforge.sandbox.isolation import isolation; print(isolation().mode)"
+    done = subprocess.run([detour, "-c", probe], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path / "elsewhere", env={**os.environ, "MASFORGE_SANDBOX": "auto"})
+    assert done.stdout.strip().splitlines()[-1:] == ["bwrap"], done.stderr
+
+
 def test_a_fallback_names_its_true_cause(tmp_path, monkeypatch: pytest.MonkeyPatch):
     fake = tmp_path / "bin" / "bwrap"
     fake.parent.mkdir()

@@ -246,7 +246,13 @@ def child_command(fds: list[int]) -> tuple[list[str], int]:
                         | fcntl.F_SEAL_SEAL)
             _state["child_code"] = code_fd
     launcher = _LAUNCHER.format(package=CHILD_PACKAGE)
-    return [sys.executable, "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
+    return [_interpreter(), "-S", "-P", "-s", "-c", launcher, *(str(fd) for fd in fds), str(code_fd)], code_fd
+
+
+def _interpreter() -> str:
+    """This interpreter's path as the sandbox can run it: without ``..`` steps through folders its file system view
+    lacks (``bench/../.venv/bin/python``), the way `_python_dirs` binds it."""
+    return os.path.abspath(sys.executable)
 
 
 def _bootstrap_code() -> list[tuple[str, bool, str, Any]]:
@@ -283,7 +289,7 @@ def _works(command: list[str]) -> str | None:
 
 def _probe(forced: str) -> Isolation:
     root = os.geteuid() == 0
-    python = [sys.executable, "-S", "-c", "pass"]
+    python = [_interpreter(), "-S", "-c", "pass"]
     bwrap, unshare = shutil.which("bwrap"), shutil.which("unshare")
     missing: list[str] = []
     if not root:
