@@ -24,6 +24,7 @@ from masforge.sandbox.runner import (
     run_python,
     run_tests,
 )
+from masforge.testing.forged_pass import PROCESS_SEARCH
 from masforge.testing.hostile import IDENTIFY, survivors
 
 IS_ROOT = os.geteuid() == 0
@@ -489,53 +490,9 @@ def test_a_deeply_nested_line_written_to_any_descriptor_is_bounded():
 # --------------------------------------------------------------------------------------------------
 # what the judged code can know of the tests, and whose helpers the tests call
 
-# Looks for the tests' expected value everywhere the judged process reaches: its frames, every module, its open files
-# and its own memory (freed pages too). Its own source holds only the pattern, which does not match itself.
-_LOOK_FOR_THE_TESTS = r'''
-import os, re, sys
-
-def leak():
-    pattern = re.compile(r"9128734\d\d")
-    seen, found = set(), []
-    def look(value, depth):
-        if id(value) in seen or depth > 6:
-            return
-        seen.add(id(value))
-        if isinstance(value, (str, bytes)):
-            found.extend(pattern.findall(value if isinstance(value, str) else value.decode("latin-1")))
-        elif isinstance(value, dict):
-            for item in list(value.values()):
-                look(item, depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for item in list(value):
-                look(item, depth + 1)
-    frame = sys._getframe()
-    while frame is not None:
-        look(frame.f_locals, 0)
-        look(frame.f_globals, 0)
-        frame = frame.f_back
-    for module in list(sys.modules.values()):
-        look(getattr(module, "__dict__", None), 0)
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            look(os.pread(int(fd), 1 << 24, 0), 0)
-        except (OSError, ValueError):
-            pass
-    try:  # not readable when a uid change made the process non-dumpable (the parent runs as root)
-        with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
-            for line in maps:
-                fields = line.split()
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                if fields[1].startswith("r") and end - start < 1 << 28:
-                    try:
-                        mem.seek(start)
-                        found.extend(m.decode() for m in re.findall(rb"9128734\d\d", mem.read(end - start)))
-                    except (OSError, ValueError, OverflowError):
-                        pass
-    except OSError:
-        pass
-    return found
-'''
+# Looks for the tests' expected value everywhere the judged process reaches (its frames, every module, its open files,
+# its own memory): the pattern does not match itself.
+_LOOK_FOR_THE_TESTS = PROCESS_SEARCH + "\n\ndef leak():\n    return [p.decode() for p in _found(rb'9128734\\d\\d')]\n"
 
 
 def test_the_judged_process_never_holds_the_tests():

@@ -20,28 +20,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Statements of the reading attack; @ENTRY@ is the entry point's name. No line of it starts with "assert", so it never
-# mistakes its own source (which is in its memory too) for the tests.
-_READ_TESTS = r'''
-import ast, math, os, sys
+# Code that defines ``_found(pattern)``: the text around every match of ``pattern`` (a bytes regex) this process can
+# reach: every frame's locals and globals, every module, its open files (pread never waits on a pipe) and its own
+# memory, freed pages included (where /proc/self/mem is readable: not after a uid change made the process
+# non-dumpable). A pattern that does not match its own source finds nothing of its own making.
+PROCESS_SEARCH = r'''
+import os, re, sys
 
-_TABLE = None
 
+def _found(pattern):
+    regex, found, seen = re.compile(pattern), [], set()
 
-def _texts():
-    """Every text this process can reach that may hold the hidden tests."""
-    found, seen = [], set()
+    def around(data):
+        for match in regex.finditer(data):
+            found.append(data[max(0, match.start() - 4096): match.end() + 4096])
 
     def look(value, depth):
         if id(value) in seen or depth > 6:
             return
         seen.add(id(value))
         if type(value) is str:
-            if "candidate" in value:
-                found.append(value)
-        elif type(value) is bytes:
-            if b"candidate" in value:
-                found.append(value.decode("utf-8", "replace"))
+            around(value.encode("utf-8", "surrogateescape"))
+        elif type(value) in (bytes, bytearray):
+            around(bytes(value))
         elif type(value) is dict:
             for item in list(value.values()):
                 look(item, depth + 1)
@@ -56,35 +57,43 @@ def _texts():
         frame = frame.f_back
     for module in list(sys.modules.values()):
         look(getattr(module, "__dict__", None), 0)
-    for name in os.listdir("/proc/self/fd"):  # a file the tests came in (pread never waits on a pipe)
+    for name in os.listdir("/proc/self/fd"):
         try:
-            found.append(os.pread(int(name), 1 << 24, 0).decode("utf-8", "replace"))
+            around(os.pread(int(name), 1 << 24, 0))
         except (OSError, ValueError):
             pass
-    try:  # the process's own memory, freed pages included
+    try:
         with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
             for line in maps:
                 fields = line.split()
-                if not fields[1].startswith("r") or (len(fields) > 5 and fields[5].startswith("/")):
-                    continue
                 start, end = (int(x, 16) for x in fields[0].split("-"))
-                if end - start > 1 << 28:
-                    continue
-                try:
-                    mem.seek(start)
-                    data = mem.read(end - start)
-                except (OSError, ValueError, OverflowError):
-                    continue
-                at = data.find(b"candidate(")
-                while at >= 0:
-                    piece = data[max(0, at - 4096): at + 4096]
-                    if b"\\n" in piece:  # JSON text: the job as the process read it
-                        found.append(piece.decode("unicode_escape", "replace"))
-                    found.append(piece.decode("utf-8", "replace"))
-                    at = data.find(b"candidate(", at + 4096)
+                if fields[1].startswith("r") and end - start < 1 << 28:
+                    try:
+                        mem.seek(start)
+                        around(mem.read(end - start))
+                    except (OSError, ValueError, OverflowError):
+                        pass
     except OSError:
         pass
     return found
+'''
+
+# The reading attack after PROCESS_SEARCH; @ENTRY@ is the entry point's name. No line of it starts with "assert", so
+# it never mistakes its own source (which is in its memory too) for the tests.
+_READ_TESTS = PROCESS_SEARCH + r'''
+import ast, math
+
+_TABLE = None
+
+
+def _texts():
+    """Every text this process can reach that may hold the hidden tests (JSON-escaped ones as the job came)."""
+    texts = []
+    for piece in _found(rb"candidate\("):
+        if b"\\n" in piece:
+            texts.append(piece.decode("unicode_escape", "replace"))
+        texts.append(piece.decode("utf-8", "replace"))
+    return texts
 
 
 def _call(node):
