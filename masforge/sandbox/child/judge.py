@@ -56,7 +56,7 @@ class _Worker:
         self.failed: _WorkerFailed | None = None
         """Set once the worker died or broke the protocol: nothing it says counts any more."""
         self.signalled: _WorkerFailed | None = None
-        """Set (from another thread) once a process sent the judge a signal meant to end it: the run has failed."""
+        """Set (by the judge's signal handler) once a process sent it a signal meant to end it: the run has failed."""
 
     def signalled_by(self, signum: int) -> None:
         """A process sent the judge ``signum``: the code under test failed (its worker ends, which wakes the judge
