@@ -4,6 +4,9 @@ process; chosen with ``MASFORGE_SANDBOX``, i.e. accepted by the user), plus ``--
 evaluate`` while two sandboxes run and while one fills its run directory. Each run is checked from the host (files
 outside the run directory, connections to a TCP or Unix-socket listener, a planted key or run folder read back,
 sandbox processes alive afterwards, parent CPU burnt by tool calls, a pass or an infrastructure failure claimed).
+Then the forged passes of `masforge.testing.forged_pass` (reading the hidden tests, shadowing the prompt's helpers)
+answer all of HumanEval's test problems ``--repeats`` times in each mode, beside a control (the wrong answer without
+the forgery) and the canonical solutions (honest code must still pass).
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/attacks.py [--repeats 5] [--kills 5] [--write]
 
@@ -23,12 +26,15 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.sandbox.isolation import MODES, isolation  # noqa: E402
 from masforge.sandbox.runner import run_python  # noqa: E402
+from masforge.testing.forged_pass import FORGED_PASSES, ForgedPass, control_answer, forged_scores  # noqa: E402
 from masforge.testing.hostile import (  # noqa: E402
     ATTACKS,
     Outcome,
@@ -81,6 +87,65 @@ def start_latency(n: int = 20) -> float:
     return 1000 * statistics.median(times)
 
 
+@dataclass
+class ForgedRun:
+    """One answer given to every HumanEval test problem in one mode."""
+
+    mode: str
+    answer: str
+    score: float
+    passed: list[str]
+    unscored: int
+    seconds: float
+
+
+CONTROL = ForgedPass("control", "the shadowing answer's wrong entry point alone", control_answer)
+
+
+def forged_passes(mode: str, repeats: int, with_references: bool) -> list[ForgedRun]:
+    """Each forged pass over HumanEval's test problems ``repeats`` times (and, with ``with_references``, the control
+    and the canonical solutions, which show that the judge still tells right from wrong)."""
+    problems = get_task("humaneval").split("test")
+    solutions = {e.meta["prompt"]: str(e.target) for e in problems}  # by prompt: two problems share an entry name
+    answers = list(FORGED_PASSES)
+    if with_references:
+        answers += [CONTROL, ForgedPass("canonical", "the reference solution", lambda p, _e: solutions[p])]
+    runs = []
+    for _ in range(repeats):
+        for answer in answers:
+            t0 = time.monotonic()
+            results = forged_scores(answer.answer, problems)
+            runs.append(ForgedRun(mode, answer.name, statistics.mean(r.score for r in results),
+                                  [r.example_id for r in results if r.score > 0], sum(r.unscored for r in results),
+                                  time.monotonic() - t0))
+            print("h", end="", flush=True, file=sys.stderr)
+    return runs
+
+
+def _forged_row(mode: str, chosen: str, got: list[ForgedRun], what: str) -> list[object]:
+    low, high = min(r.score for r in got), max(r.score for r in got)
+    passed = sorted({p for r in got for p in r.passed}, key=lambda p: int(p.rsplit("/", 1)[-1]))
+    shown = ", ".join(passed) if len(passed) <= 6 else f"{len(passed)} problems"
+    return [f"`{mode}`" + (f" (= `{chosen}`)" if mode == "auto" else ""), f"`{got[0].answer}`", what, len(got),
+            f"{low:.3f}" + (f"-{high:.3f}" if high > low else ""), shown or "none", sum(r.unscored for r in got),
+            f"{statistics.median(r.seconds for r in got):.0f}"]
+
+
+def forged_table(runs: list[ForgedRun], modes: list[str], chosen: str) -> list[str]:
+    what = {a.name: a.what for a in (*FORGED_PASSES, CONTROL)} | {"canonical": "the reference solution"}
+    rows = []
+    for mode in modes:
+        for name in dict.fromkeys(r.answer for r in runs if r.mode == mode):
+            rows.append(_forged_row(mode, chosen, [r for r in runs if r.mode == mode and r.answer == name], what[name]))
+    problems = len(get_task("humaneval").split("test"))
+    return [f"Forged passes on HumanEval's {problems} test problems (issue 37), through the real evaluation path (a "
+            "code genome asks a fake LM, which answers with the fixed text; the task's own metric). On main at 60c64c2 "
+            "reading the tests scored 0.910 (validation 0.969) and shadowing the helpers 0.030 (humaneval/32, 38, "
+            "50). Target: 0.000 for both in every mode, the canonical solutions 1.000.", "",
+            table(["mode", "answer", "what it does", "runs", "score (min-max over runs)", "problems passed in any run",
+                   "unscored", "s per run"], rows), ""]
+
+
 def table(header: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -102,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     private: dict[str, bool] = {}
     kills: dict[str, list[object]] = defaultdict(list)
     leftovers: dict[str, list[object]] = defaultdict(list)
+    forged: list[ForgedRun] = []
     chosen = default_mode()
     for mode in modes:
         os.environ["MASFORGE_SANDBOX"] = mode
@@ -122,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(max(1, args.kills // 2)):
                 leftovers[mode].append(leftover_after_kill(work, env={"MASFORGE_SANDBOX": mode}))
                 print("d", end="", flush=True, file=sys.stderr)
+        forged += forged_passes(mode, args.repeats, with_references=mode == "auto")
     print(file=sys.stderr)
     os.environ.pop("MASFORGE_SANDBOX", None)
 
@@ -181,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         seen = Counter((m, a, SHORTEN.sub(r"masforge-\1-...", e)) for m, a, e in details)
         out += [f"- `{m}` / `{a}`: {e} ({n} distinct)" for (m, a, e), n in sorted(seen.items())]
         out.append("")
+    out += forged_table(forged, [m for m in modes if m in latency], chosen)
     calc = [o for o in best if o.attack == "calculator-bomb"]
     out += [f"Calculator bombs (`((9**99)**999)**99` x7 and four more via `tool()` from a code genome): refused in "
             f"{statistics.median(o.seconds for o in calc):.2f} s per candidate including the sandbox start "

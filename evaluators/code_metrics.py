@@ -58,7 +58,9 @@ def code_pass(
     HumanEval style: with `entry_point` and `prompt`, an answer that does not define the entry
     point is treated as a completion and appended to the prompt; a full function is appended after
     the prompt (so the prompt's imports and helpers exist), and `check(entry_point)` is called when
-    the tests define `check`.
+    the tests define `check`. The tests take only the entry point from the answer: the prompt's
+    helpers they call (HumanEval's ``poly``, ``encode_cyclic``) are the prompt's, run by the judge,
+    whatever the answer redefines.
     """
     code = extract_code(answer, entry_point)
     if not code.strip():
@@ -76,7 +78,8 @@ def code_pass(
     tests = test_code
     if entry_point and re.search(r"^def check\(", test_code, re.MULTILINE):
         tests = f"{test_code}\n\ncheck({entry_point})\n"
-    result = run_tests(program, tests, timeout_s=timeout_s)
+    result = run_tests(program, tests, timeout_s=timeout_s, task_code=prompt if entry_point else None,
+                       answer_names=[entry_point] if entry_point else None)
     if result.ok:
         return Score(1.0, {"passed": True})
     return Score(

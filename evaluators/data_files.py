@@ -12,6 +12,7 @@ from typing import Any
 
 from masforge.errors import DataError
 from masforge.evaluators.datasets import hint
+from masforge.files import not_a_file
 from masforge.input_limits import check_bytes, current_limits, load_json
 
 
@@ -30,6 +31,9 @@ def iter_jsonl(path: str | Path, *, strict: bool = False) -> Iterator[tuple[int,
     an error and bounds the values and string lengths of each line."""
     path = Path(path)
     if not path.is_file():
+        what = not_a_file(path)
+        if what is not None:
+            raise DataError(f"{path} is {what}, not a data file: give the path of a JSON Lines file")
         raise DataError(f"missing data file {path}: {hint(path.name)}")
     lim = current_limits()
     max_line = lim.max_line_bytes

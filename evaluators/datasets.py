@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from masforge.cache_root import cache_root
 from masforge.errors import DataError
+from masforge.files import not_a_file
 from masforge.text import shorten
 
 ENV_DATA_DIR = "MASFORGE_DATA_DIR"
@@ -79,18 +80,27 @@ def hint(rel: str) -> str:
     return f"point --data-dir or {ENV_DATA_DIR} at a folder holding {rel}"
 
 
+def _found(path: Path) -> bool:
+    """Whether a data file (or folder) is at ``path``; something else there (a FIFO, a device) is one DataError
+    naming it, before anything waits on it or reads it without end."""
+    what = not_a_file(path)
+    if what is not None and what != "a directory":
+        raise DataError(f"{path} is {what}, not a data file: put the file itself there")
+    return path.exists()
+
+
 def locate(dataset: str, rels: Sequence[str], data_dir: DataDir = None, download: Download | None = None) -> Path:
     """The first existing file (or folder) among `rels` for `dataset`, fetched into the cache by `download` if
     needed."""
     explicit = given_folder(data_dir)
     if explicit is not None:
         for rel in rels:
-            if (explicit / rel).exists():
+            if _found(explicit / rel):
                 return explicit / rel
         raise DataError(f"missing data file {explicit / rels[0]} for {dataset}: put it there, or {hint(rels[0])}")
     cache = cache_data_dir()
     for rel in rels:
-        if (cache / rel).exists():
+        if _found(cache / rel):
             return cache / rel
     if download is None:
         raise DataError(f"missing data file {cache / rels[0]} for {dataset}: {hint(rels[0])}")
@@ -99,7 +109,7 @@ def locate(dataset: str, rels: Sequence[str], data_dir: DataDir = None, download
                         f"is downloaded: {hint(rels[0])}")
     fetch(dataset, download, dest=cache)
     for rel in rels:
-        if (cache / rel).exists():
+        if _found(cache / rel):
             return cache / rel
     raise DataError(f"missing data file {cache / rels[0]} for {dataset} after downloading it: {hint(rels[0])}")
 

@@ -37,7 +37,7 @@ from masforge.lm import rates as lm_rates
 from masforge.lm.client import LMClient
 from masforge.lm.config import LMConfig
 
-READING_REVISION = 6
+READING_REVISION = 7
 """Bumped whenever the way replies are read or scored changes (an adapter's parsing, a metric). Archived results
 carry it in their key (:func:`results_key`), so a result read the old way is evaluated again (its answers come
 from the answer cache) instead of being reused. 1: results made before revisions were kept; 2: "Final answer"
@@ -47,7 +47,9 @@ written (the block defining the entry point, a program without a fence), exact m
 the best reading of the answer as written (without bold, LaTeX, \\boxed{}, a full stop); 5: a chain-of-thought answer
 to a question that asks for a program keeps the code its reasoning wrote (plain adapter); 6: an answer written as an
 output block (```output, text, console) is its content, lines that repeat masforge's own instructions are no answer,
-and exact match compares a number with a gold number by value ("6.0" is "6")."""
+and exact match compares a number with a gold number by value ("6.0" is "6"); 7: code answers judged by a sandbox
+whose judged process never holds the tests and whose tests call the prompt's own helpers (a pass an answer forged
+under an earlier revision is not reused)."""
 
 
 def results_key(lm: LMConfig) -> str:

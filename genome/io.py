@@ -28,6 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from masforge.errors import GenomeError
+from masforge.files import not_a_file
 from masforge.genome.schema import Genome, check_counts
 from masforge.input_limits import check_bytes, check_tree, load_json, load_yaml
 
@@ -128,6 +129,9 @@ def load_genome(path: str | os.PathLike[str]) -> Genome:
     except OSError as exc:  # e.g. a name longer than the file system allows
         raise GenomeError(f"{p}: cannot read genome file ({exc.strerror}); check the path") from None
     if not exists:
+        what = not_a_file(p)
+        if what is not None:
+            raise GenomeError(f"{p} is {what}, not a file: give the path of a .yaml, .json or .py genome file")
         raise GenomeError(f"{p}: no such genome file (give a .yaml, .json or .py path; seeds: `masforge seeds`)")
     suffix = p.suffix.lower()
     if suffix not in CONFIG_SUFFIXES + CODE_SUFFIXES:

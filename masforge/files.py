@@ -1,5 +1,6 @@
-"""Writing a file the user named (``export -o``, ``report -o``, ``evaluate -o``): whole or not at all, and never
-through a symlink.
+"""Files the user named: writing one (``export -o``, ``report -o``, ``evaluate -o``) whole or not at all, and never
+through a symlink; telling what a path to read is when it is not a file (a FIFO, a device), so that reading it
+neither waits forever nor reads forever and its error names what is there.
 
 A leaf module (it imports nothing from masforge), so every layer may use it.
 """
@@ -7,8 +8,23 @@ A leaf module (it imports nothing from masforge), so every layer may use it.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """What is at ``path`` when it is there but is no regular file, following symlinks (a link to ``/dev/zero`` is
+    "a character device"): "a directory", "a FIFO", "a character device", "a block device" or "a socket". None when
+    it is a regular file, or nothing (or nothing this process may look at) is there."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), None)
 
 
 def write_text_file(path: str | Path, text: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
@@ -343,8 +344,21 @@ def test_missing_file(tmp_path):
     with pytest.raises(GenomeError, match="no such genome file") as info:
         load_genome(tmp_path / "nope.yaml")
     assert str(info.value).startswith(str(tmp_path / "nope.yaml"))
-    with pytest.raises(GenomeError, match="no such genome file"):
+    with pytest.raises(GenomeError, match="is a directory, not a file"):
         load_genome(tmp_path)  # a directory is not a genome file
+
+
+def test_special_files_are_refused_by_name(tmp_path):
+    """A FIFO would block the read for good and a device never ends: neither is "no such genome file"."""
+    fifo = tmp_path / "system.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(GenomeError) as info:
+        load_genome(fifo)
+    assert str(info.value) == f"{fifo} is a FIFO, not a file: give the path of a .yaml, .json or .py genome file"
+    zero = tmp_path / "zero.py"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(GenomeError, match=r"zero\.py is a character device, not a file"):
+        load_genome(zero)
 
 
 def test_not_utf8(tmp_path):

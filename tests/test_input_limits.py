@@ -5,6 +5,7 @@ refused with one line that names the limit and how to raise it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,24 @@ def test_task_file_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(DataError, match=r"t.jsonl:2: .* bytes is over the 100-byte limit for one line .*"
                                         r"MASFORGE_MAX_LINE_BYTES"):
         Task.from_jsonl(path)
+
+
+def test_special_files_are_refused_by_name(tmp_path: Path) -> None:
+    """A task or data file that is a FIFO (a read waits for good) or a link to a device (a read never ends) is named
+    for what it is, not "missing"."""
+    from masforge.evaluators.datasets import locate
+
+    task = tmp_path / "task.jsonl"
+    task.symlink_to("/dev/zero")
+    with pytest.raises(DataError) as err:
+        Task.from_jsonl(task)
+    assert str(err.value) == f"{task} is a character device, not a data file: give the path of a JSON Lines file"
+    (tmp_path / "gsm8k").mkdir()
+    fifo = tmp_path / "gsm8k" / "test.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError) as err:
+        locate("gsm8k", ["gsm8k/test.jsonl"], tmp_path)
+    assert str(err.value) == f"{fifo} is a FIFO, not a data file: put the file itself there"
 
 
 # ----------------------------------------------------------------------------------------- meta-agent replies

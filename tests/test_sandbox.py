@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from masforge.errors import BudgetExceeded
+from masforge.errors import BudgetExceeded, SandboxError
 from masforge.sandbox.isolation import CHILD_DIR
+from masforge.sandbox.job import judge_job
 from masforge.sandbox.runner import (
     SandboxLimits,
     SandboxResult,
@@ -23,6 +24,7 @@ from masforge.sandbox.runner import (
     run_python,
     run_tests,
 )
+from masforge.testing.forged_pass import PROCESS_SEARCH
 from masforge.testing.hostile import IDENTIFY, survivors
 
 IS_ROOT = os.geteuid() == 0
@@ -483,3 +485,85 @@ def test_a_deeply_nested_line_written_to_any_descriptor_is_bounded():
     )
     r = run_python(flood, entry="f", limits=SandboxLimits(timeout_s=30))  # was: RecursionError in the parent
     assert not r.ok and r.error_kind == "output" and "protocol" in (r.error or "")
+
+
+# --------------------------------------------------------------------------------------------------
+# what the judged code can know of the tests, and whose helpers the tests call
+
+# Looks for the tests' expected value everywhere the judged process reaches (its frames, every module, its open files,
+# its own memory): the pattern does not match itself.
+_LOOK_FOR_THE_TESTS = PROCESS_SEARCH + "\n\ndef leak():\n    return [p.decode() for p in _found(rb'9128734\\d\\d')]\n"
+
+
+def test_the_judged_process_never_holds_the_tests():
+    r = run_tests(_LOOK_FOR_THE_TESTS, "assert leak() == [], 'the code found the tests'\nEXPECTED = 912873465\n",
+                  timeout_s=30)
+    assert r.ok, (r.error, r.traceback)
+    # the search itself works: what the code does hold, it finds
+    r = run_tests(_LOOK_FOR_THE_TESTS + "KEPT = {'x': ['9128734' + '65']}\n", "assert leak() == []\n", timeout_s=30)
+    assert not r.ok and r.error == "AssertionError"
+
+
+_TASK = '''
+import math
+
+
+def shift(text):
+    """The task's helper: the tests call it."""
+    return "".join(chr((ord(c) - 97 + 5) % 26 + 97) for c in text)
+
+
+def unshift(text):
+    """Undo shift."""
+'''
+_SHADOWING_ANSWER = _TASK + "\n\ndef shift(text):\n    return text\n\n\ndef unshift(text):\n    return text\n"
+_HONEST_ANSWER = _TASK + "    return ''.join(chr((ord(c) - 97 - 5) % 26 + 97) for c in text)\n"
+_TASK_TESTS = ("def check(candidate):\n    for word in ('abc', 'judge'):\n"
+               "        assert candidate(shift(word)) == word\n\n\ncheck(unshift)\n")
+
+
+def test_the_tasks_helpers_are_the_tasks_whatever_the_answer_redefines():
+    judged = {"task_code": _TASK, "answer_names": ["unshift"]}
+    assert run_tests(_HONEST_ANSWER, _TASK_TESTS, **judged).ok
+    r = run_tests(_SHADOWING_ANSWER, _TASK_TESTS, **judged)
+    assert not r.ok and r.error == "AssertionError"
+    assert run_tests(_SHADOWING_ANSWER, _TASK_TESTS).ok  # without them, the tests call the answer's shift
+    # only the answer names come from the answer; one it lacks says so
+    r = run_tests("def other(text):\n    return text\n", _TASK_TESTS, **judged)
+    assert not r.ok and r.error == "NameError: name 'unshift' is not defined by the code", r.error
+    with pytest.raises(SandboxError, match="the task's own code does not run: ZeroDivisionError"):
+        run_tests(_HONEST_ANSWER, _TASK_TESTS, task_code="shift = 1 / 0\n", answer_names=["unshift"])
+    with pytest.raises(ValueError, match="task_code and answer_names are for a test run"):
+        run_python(_HONEST_ANSWER, task_code=_TASK)
+
+
+def test_the_task_code_runs_in_the_judge_only_when_the_tests_need_it():
+    assert judge_job(_TASK_TESTS, _TASK, ["unshift"])["task_code"] == _TASK  # the tests call shift
+    assert judge_job("assert unshift('f') == 'a'\n", _TASK, ["unshift"])["task_code"] is None
+    assert judge_job("assert math.pi > 3 and unshift('f') == 'a'\n", _TASK, ["unshift"])["task_code"] == _TASK
+    assert judge_job(None, _TASK, None) == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# signals sent to the judge
+
+
+def test_a_signal_the_code_sends_the_judge_is_its_failure_named_as_such():
+    for name, ignore in (("SIGXCPU", False), ("SIGTERM", False), ("SIGUSR1", True)):
+        code = "import os, signal\n" + (f"signal.signal(signal.{name}, signal.SIG_IGN)\n" if ignore else "") + \
+            f"def add(a, b):\n    os.killpg(0, signal.{name})\n    return a + b\n"
+        for r in (run_tests(code, "assert add(1, 2) == 3\n"), run_python(code + "add(1, 2)\n")):
+            assert not r.ok and r.error_kind == "killed", (name, r.error)
+            assert r.error == f"Killed: the code under test sent {name} to the sandbox's judge"
+    r = run_tests("import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGXCPU)\n",
+                  "assert add(1, 2) == 3\n")
+    assert not r.ok and r.error_kind == "killed" and "sent itself SIGXCPU" in (r.error or ""), r.error
+
+
+def test_the_judges_own_cpu_limit_is_still_a_cpu_failure():
+    limits = SandboxLimits(timeout_s=30, cpu_s=1)
+    for tests in ("while True:\n    pass\n", "x = 7 ** (10 ** 9)\n"):  # Python, and one long step in C
+        r = run_python("def f():\n    return 1\n", tests=tests, limits=limits)
+        assert not r.ok and r.error_kind == "cpu", (tests, r.error)
+    r = run_python("def f():\n    while True:\n        pass\n", entry="f", limits=limits)
+    assert not r.ok and r.error_kind == "cpu", r.error

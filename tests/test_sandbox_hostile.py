@@ -239,6 +239,21 @@ def test_bubblewrap_works_for_an_installation_under_the_temp_folder():
     assert result == f"True None {venv / 'bin' / 'python'} False True", out
 
 
+def test_an_interpreter_started_through_a_dotdot_path_still_gets_bubblewrap(tmp_path):
+    """``bench/../.venv/bin/python`` named a folder the sandbox's file system view lacks: bubblewrap "failed"."""
+    import sys
+
+    if not isolation().private_fs:
+        pytest.skip("no bubblewrap here")
+    (tmp_path / "elsewhere").mkdir()
+    detour = os.path.relpath(sys.executable, str(tmp_path / "elsewhere"))  # Python keeps a relative path's ".."
+    assert detour.startswith("..")
+    probe = "from masforge.sandbox.isolation import isolation; print(isolation().mode)"
+    done = subprocess.run([detour, "-c", probe], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path / "elsewhere", env={**os.environ, "MASFORGE_SANDBOX": "auto"})
+    assert done.stdout.strip().splitlines()[-1:] == ["bwrap"], done.stderr
+
+
 def test_a_fallback_names_its_true_cause(tmp_path, monkeypatch: pytest.MonkeyPatch):
     fake = tmp_path / "bin" / "bwrap"
     fake.parent.mkdir()
@@ -301,6 +316,24 @@ def test_leftover_run_folders_are_removed_at_the_next_start(tmp_path, monkeypatc
         assert sandbox_status()["leftover_run_dirs_removed"] == 1
     finally:
         iso_module.remove_tree(str(mine))
+
+
+def test_any_masforge_command_removes_leftover_run_folders_as_it_starts(tmp_path):
+    """Not only the next sandbox: ``masforge tasks`` runs no code, and still clears what a killed run left (a run
+    folder of the opt-in unshare mode holds hundreds of MB). A folder whose masforge still runs stays."""
+    import sys
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / f"masforge-sbx-{dead.pid}-12345-abcd1234"
+    (leftover / "sub").mkdir(parents=True)
+    (leftover / "sub" / "big").write_bytes(b"x" * 1_000_000)
+    live = tmp_path / f"masforge-sbx-{os.getpid()}-{iso_module._start_time(os.getpid())}-abcd1234"
+    live.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "masforge", "tasks"], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not leftover.exists() and live.exists()
 
 
 # --------------------------------------------------------------------------------------------------

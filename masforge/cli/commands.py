@@ -26,6 +26,7 @@ from masforge.cli.options import STOP_REASONS, make_client
 from masforge.cli.search import SEARCH_FLAGS, print_search_result, search, strategy_option_flags
 from masforge.errors import MasforgeError
 from masforge.redact import install_log_redaction
+from masforge.sandbox.isolation import sweep_leftover_run_dirs
 
 __all__ = ["SEARCH_FLAGS", "STOP_REASONS", "app", "eval_progress", "main", "make_client", "print_search_result",
            "report_table", "strategy_option_flags"]
@@ -65,9 +66,11 @@ app.command("report")(cli_export.report)
 
 
 def main() -> None:
-    """Console-script entry point: MasforgeError → one red line, Ctrl-C → exit 130, no tracebacks."""
+    """Console-script entry point: MasforgeError → one red line, Ctrl-C → exit 130, no tracebacks. Every command
+    first removes the run folders a killed masforge left behind (in a weaker sandbox mode, hundreds of MB each)."""
     install_log_redaction()
     try:
+        sweep_leftover_run_dirs()
         app()
     except MasforgeError as exc:
         print_error(str(exc))

@@ -6,21 +6,23 @@ Everything untrusted that masforge executes goes through `run_python`: code geno
 never runs in the parent process; the parent keeps the API keys, counts cost and enforces budgets.
 
 How a call works: a fresh interpreter (``sys.executable -S -P -s``) runs the stdlib-only bootstrap
-`masforge.sandbox.child` (its parts compiled once per process, handed over in a sealed in-memory file) inside
-the OS layers of `masforge.sandbox.isolation` (bubblewrap namespaces where available). The bootstrap reads its job
-from an in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The
-*judge* (the bootstrap itself) keeps the channel to the parent and never runs the code; the *worker* (the fork,
-with that channel closed) installs the audit hook and runs the code as module ``__sandbox__`` (then the ``entry``
-function, if given). The module is not named ``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as
-in the official HumanEval harness: a solution's demo code or ``input()`` cannot break its tests, an entry call does
-not run demo code); ``sys.modules["__main__"]`` is aliased to it. With ``tests`` the judge runs the test code
-itself, calling the module's functions in the worker: only plain data crosses back (an object of the code stays an
-opaque handle), so a test compares with the judge's own objects. The judge's result and the RPC requests it relays
-travel as JSON lines (at most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``),
-separate from the captured stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70),
-so nothing the code writes anywhere can claim either. The parent serves RPC requests with the caller's handler and
-watches the wall clock; time spent waiting on the handler (an LM provider) does not count, the parent's own CPU
-time spent serving does, and ``timed_rpc_names`` (tools) run in a thread while the clock runs.
+`masforge.sandbox.child` (its parts compiled once per process, handed over in a sealed in-memory file) inside the OS
+layers of `masforge.sandbox.isolation` (bubblewrap namespaces where available). The bootstrap reads its job from an
+in-memory file, drops privileges, creates the private run directory and sets the limits; then it forks. The *judge* (the
+bootstrap itself) keeps the channel to the parent, reads the tests (if any) from a second in-memory file only after the
+fork, and never runs the code; the *worker* (the fork, with that channel and the tests' file closed) installs the audit
+hook and runs the code as module ``__sandbox__`` (then the ``entry`` function, if given). The module is not named
+``__main__``, so ``if __name__ == "__main__":`` blocks do not run (as in the official HumanEval harness: a solution's
+demo code or ``input()`` cannot break its tests, an entry call does not run demo code); ``sys.modules["__main__"]`` is
+aliased to it. With ``tests`` the judge runs the test code itself, calling the module's functions in the worker: only
+plain data crosses back (an object of the code stays an opaque handle), so a test compares with the judge's own objects;
+no memory of the worker ever holds the tests, and the task's own helpers the tests call (``task_code``) run in the
+judge, not the answer's versions of them. The judge's result and the RPC requests it relays travel as JSON lines (at
+most `MAX_MESSAGE_BYTES` each) over a dedicated pipe pair (passed with ``pass_fds``), separate from the captured
+stdout/stderr; the judge's exit status confirms a success (0) or a failed set-up (70), so nothing the code writes
+anywhere can claim either. The parent serves RPC requests with the caller's handler and watches the wall clock; time
+spent waiting on the handler (an LM provider) does not count, the parent's own CPU time spent serving does, and
+``timed_rpc_names`` (tools) run in a thread while the clock runs.
 
 Enforced (Linux), first the OS layers (see `masforge.sandbox.isolation` for which hold on this machine; a
 missing one is named once, in one line, at start-up, and recorded in a search's ``sandbox.json``). Without
@@ -70,11 +72,12 @@ the fix, see `masforge.errors.SandboxUnavailable`) unless the user chose a weake
   sub-interpreter and test C-API modules raises ``ImportError``. The hook has no switch and reads no
   global, builtin or ``os.path`` function at call time, so walking frames or patching modules does
   not turn it off. These are reported with ``error_kind="blocked"``.
-* **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU / CPU limit -> ``"cpu"``, wall clock ->
+* **Classification**: ``MemoryError`` -> ``"memory"``, SIGXCPU at the CPU limit -> ``"cpu"``, wall clock ->
   ``"timeout"``, blocked operation -> ``"blocked"``, ``SyntaxError`` of the code -> ``"syntax"``,
   non-JSON return value or an output flood -> ``"output"``, other exception (including
   ``SystemExit``, so a solution cannot skip its tests with ``sys.exit(0)``) -> ``"exception"``, death
-  by another signal or exit without a result -> ``"killed"``.
+  by another signal or exit without a result -> ``"killed"`` (also a signal the code sent the judge, or SIGXCPU it
+  sent itself before its limit: named as such).
 
 Not enforced / limits of this design:
 
@@ -89,10 +92,11 @@ Not enforced / limits of this design:
 * Without bubblewrap there is no disk quota: ``RLIMIT_FSIZE`` caps each file, not their number.
 * No seccomp or cgroup: ``RLIMIT_AS`` limits address space, not the machine's resident memory, and
   the private tmpfs (``disk_mb``) is memory the address-space limit does not count.
-* The judge sees the code only through its worker's answers: a test passes when the values the code returns are
-  the expected ones. Code that knows the tests can still special-case their inputs, or redefine a helper the
-  tests call (as in one process, a function of the code hides the built-in of that name); nothing it prints or
-  writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
+* The judge sees the code only through its worker's answers: a test passes when the values the code returns are the
+  expected ones. The code sees the arguments the tests call it with, never the expected values. Without
+  ``task_code``/``answer_names`` (an MBPP answer) the tests take every name they use from the code, so a helper they
+  call is the answer's own (as in one process, a function of the code hides the built-in of that name); nothing it
+  prints or writes counts. When the parent is not root, the judge makes itself non-dumpable with ``prctl`` (through
   ``ctypes``, if present) so that the worker, which has the same uid, cannot reach into it.
 * POSIX/Linux only (``pidfd_open``, namespaces, rlimits).
 

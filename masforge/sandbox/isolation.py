@@ -24,7 +24,8 @@ follow its parent, and ``process``).
 When the parent runs as root each run gets its own uid (``_UidLease``); a lease is never handed out
 while a process of that uid lives: a slot whose last holder died mid-run is swept before reuse, and
 the first use in a process sweeps every free slot (`startup_sweep`), and run folders left in the host's temp folder
-by a masforge that was killed (named after their process) are removed (`sweep_run_dirs`).
+by a masforge that was killed (named after their process) are removed (`sweep_run_dirs`) when the next masforge
+command starts (`sweep_leftover_run_dirs`).
 
 ``MASFORGE_SANDBOX`` (``auto``, ``bwrap``, ``unshare``, ``process``) forces a mode. ``auto`` (the default) runs
 generated code only with bubblewrap's file-system layer: where it cannot work, the probe's own error is named and
@@ -55,7 +56,7 @@ from masforge.errors import SandboxError, SandboxUnavailable
 from masforge.sandbox.child import PARTS
 
 __all__ = ["Isolation", "child_command", "host_run_dir", "isolation", "remove_tree", "sandbox_status", "startup_sweep",
-           "sweep_run_dirs"]
+           "sweep_leftover_run_dirs", "sweep_run_dirs"]
 
 log = logging.getLogger("masforge.sandbox.runner")
 
@@ -353,9 +354,22 @@ def isolation() -> Isolation:
                 log.warning("masforge sandbox (%s): missing %s", cached.mode, "; ".join(cached.missing))
             if cached.root and "swept" not in _state:
                 _state["swept"] = startup_sweep()
-            if "swept_dirs" not in _state:
-                _state["swept_dirs"] = sweep_run_dirs()
+            _sweep_run_dirs_once()
         return cached
+
+
+def sweep_leftover_run_dirs() -> int:
+    """Remove the run folders a killed masforge left in the host's temp folder (`sweep_run_dirs`), once per process:
+    every masforge command does it as it starts, whether it runs code or not (else the first sandbox does); returns
+    how many went."""
+    with _lock:
+        return _sweep_run_dirs_once()
+
+
+def _sweep_run_dirs_once() -> int:
+    if "swept_dirs" not in _state:  # the caller holds _lock
+        _state["swept_dirs"] = sweep_run_dirs()
+    return int(_state["swept_dirs"])
 
 
 def sandbox_status() -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """What a sandbox run asks of its child: the limits (:class:`SandboxLimits`), the run's arguments checked with one
-clear error each, and the job the child reads from its in-memory file (:func:`job`)."""
+clear error each, the job the child reads from its in-memory file (:func:`job`) and, apart from it, what only its
+judge may know (:func:`judge_job`: the tests)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import sys
@@ -79,7 +81,8 @@ def _check_files(files: dict[str, str]) -> None:
 
 def checked_arguments(entry: str | None, args: list[Any] | None, kwargs: dict[str, Any] | None,
                        rpc: RpcHandler | None, rpc_names: Sequence[str], timed_rpc_names: Sequence[str],
-                       files: dict[str, str] | None, tests: str | None,
+                       files: dict[str, str] | None, tests: str | None, task_code: str | None,
+                       answer_names: Sequence[str] | None,
                        ) -> tuple[list[Any], dict[str, Any], dict[str, str], tuple[str, ...], frozenset[str]]:
     """:func:`run_python`'s arguments checked (one clear error each) and copied: (args, kwargs, files, RPC names,
     timed RPC names)."""
@@ -99,6 +102,13 @@ def checked_arguments(entry: str | None, args: list[Any] | None, kwargs: dict[st
         raise ValueError(f"run_python: entry {entry!r} is not a Python identifier")
     if tests is not None and entry is not None:
         raise ValueError("run_python: give either entry or tests, not both")
+    if tests is None and (task_code is not None or answer_names is not None):
+        raise ValueError("run_python: task_code and answer_names are for a test run: give tests too")
+    if task_code is not None and not isinstance(task_code, str):
+        raise TypeError(f"run_python: task_code must be text (str), got {type(task_code).__name__}")
+    for name in answer_names or ():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"run_python: answer name {name!r} is not a Python identifier")
     _check_json("args", args)
     _check_json("kwargs", kwargs)
     _check_files(files)
@@ -108,9 +118,9 @@ def checked_arguments(entry: str | None, args: list[Any] | None, kwargs: dict[st
 
 
 def job(code: str, entry: str | None, args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...],
-         files: dict[str, str], tests: str | None, tmp: str, limits: SandboxLimits, lease: _UidLease | None,
-         ) -> dict[str, Any]:
-    """What the child reads from its job file: the code, how to call it, where it runs and its limits."""
+         files: dict[str, str], tmp: str, limits: SandboxLimits, lease: _UidLease | None) -> dict[str, Any]:
+    """What the child reads from its job file before it forks its worker: the code, how to call it, where it runs and
+    its limits. Never the tests (:func:`judge_job`): the worker is a copy of this process."""
     return {
         "code": code,
         "entry": entry,
@@ -118,7 +128,6 @@ def job(code: str, entry: str | None, args: list[Any], kwargs: dict[str, Any], n
         "kwargs": kwargs,
         "rpc_names": list(names),
         "files": files,
-        "tests": tests,
         "max_message_bytes": MAX_MESSAGE_BYTES,
         "tmp": tmp,
         "network": limits.network,
@@ -133,3 +142,37 @@ def job(code: str, entry: str | None, args: list[Any], kwargs: dict[str, Any], n
             "max_open_files": _MAX_OPEN_FILES,
         },
     }
+
+
+def judge_job(tests: str | None, task_code: str | None, answer_names: Sequence[str] | None) -> dict[str, Any]:
+    """What the child's judge reads from a file of its own once the worker exists (so no memory of the worker ever
+    holds it): the tests; the task's own code the tests rely on (run in the judge, so that an answer cannot redefine
+    it), sent only when the tests use a name it defines other than the answer's; and the only names the tests take
+    from the answer (None: any the answer defines and the task does not)."""
+    if tests is None:
+        return {}
+    if task_code is not None and not _tests_need(tests, task_code, answer_names or ()):
+        task_code = None  # running it would cost the judge its imports (e.g. typing) for nothing
+    return {"tests": tests, "task_code": task_code,
+            "answer_names": list(answer_names) if answer_names is not None else None}
+
+
+def _tests_need(tests: str, task_code: str, answer_names: Sequence[str]) -> bool:
+    """Whether the tests read a name the task's code binds, besides the answer's (True when either does not parse:
+    the judge then reports it)."""
+    try:
+        used = {node.id for node in ast.walk(ast.parse(tests)) if isinstance(node, ast.Name)}
+        task = ast.parse(task_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    bound: set[str] = set()
+    for node in ast.walk(task):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return True  # names it cannot list
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return bool((used - set(answer_names)) & bound)

@@ -34,6 +34,7 @@ from masforge.sandbox.job import (
     RpcHandler,
     SandboxLimits,
     checked_arguments,
+    judge_job,
 )
 from masforge.sandbox.job import job as make_job
 
@@ -134,6 +135,8 @@ class _Supervisor:
         self.exited = False
         self.reaped = False
         self.rpc_calls = 0
+        self.run_s = 0.0
+        """Wall time the child ran, without the time spent serving its RPC (what its clock counted)."""
         self.returncode: int | None = None
         self.cpu_s_used = 0.0
         self._chan_buf = bytearray()
@@ -203,7 +206,7 @@ class _Supervisor:
         while True:
             now = time.monotonic()
             if not self.exited and self._pidfd is None and self._has_exited():
-                self._on_exit()
+                self._on_exit(self.limits.timeout_s - (deadline - now))
                 exit_time = now
             if self.exited:
                 if open_inputs == 0 or now >= exit_time + _DRAIN_GRACE_S:
@@ -225,8 +228,8 @@ class _Supervisor:
                 kind = key.data
                 if kind == "exit":
                     sel.unregister(key.fd)
-                    self._on_exit()
                     exit_time = time.monotonic()
+                    self._on_exit(self.limits.timeout_s - (deadline - exit_time))
                 elif kind == "stream":
                     if not self._read_stream(key.fd, streams[key.fd]):
                         open_inputs -= 1
@@ -240,8 +243,9 @@ class _Supervisor:
                 elif kind == "wake":
                     self._finish_timed_rpc()
 
-    def _on_exit(self) -> None:
+    def _on_exit(self, run_s: float) -> None:
         self.exited = True
+        self.run_s = run_s
         self.kill_group()  # leftovers of the group; the zombie leader keeps the pgid pinned
 
     def _read_stream(self, fd: int, capture: _Capture) -> bool:
@@ -429,7 +433,11 @@ class _Supervisor:
             raise SandboxError(f"the sandbox child failed to start: {tail[0]}")
         cpu_limit = limits.effective_cpu_s()
         sig = self.iso.death_signal(self.returncode)
-        if sig == signal.SIGXCPU or self.cpu_s_used >= cpu_limit:
+        # The judge handles SIGXCPU in Python (see child/confine.py), which cannot run while it computes in C (a huge
+        # power in a test): the hard limit's SIGKILL then ends it, a second after its soft limit. No sooner does its
+        # CPU time reach the limit, and the parent's own SIGKILL (the wall clock) is told apart above.
+        hard_cpu_limit = sig == signal.SIGKILL and self.run_s >= cpu_limit
+        if sig == signal.SIGXCPU or self.cpu_s_used >= cpu_limit or hard_cpu_limit:
             return False, None, f"TimeoutError: CPU time limit of {cpu_limit} s exceeded", "cpu", None
         if sig is not None:
             try:
@@ -491,22 +499,33 @@ def _clean_up(supervisor: _Supervisor | None, proc: subprocess.Popen[bytes] | No
         remove_tree(host_tmp)
 
 
-def _start_child(job: dict[str, Any], limits: SandboxLimits, iso: Isolation, tmp: str, host_dir: bool,
-                 parent_fds: list[int]) -> tuple[subprocess.Popen[bytes], int, int, tuple[int, ...]]:
-    """The sandbox process started on ``job``: (process, the channel's read end, the reply pipe's write end, the
-    child's ends of the pipes, which the caller closes). Every descriptor the parent holds is in ``parent_fds``
-    (closed after the run, however it ends)."""
-    job_fd = os.memfd_create("masforge-sandbox-job", os.MFD_CLOEXEC)
-    parent_fds.append(job_fd)
-    os.write(job_fd, json.dumps(job).encode("utf-8"))
-    os.lseek(job_fd, 0, os.SEEK_SET)
+def _job_file(name: str, job: dict[str, Any], parent_fds: list[int]) -> int:
+    """An in-memory file holding ``job`` (JSON), read from its start."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    parent_fds.append(fd)
+    data = json.dumps(job).encode("utf-8")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _start_child(job: dict[str, Any], judging: dict[str, Any], limits: SandboxLimits, iso: Isolation, tmp: str,
+                 host_dir: bool, parent_fds: list[int]) -> tuple[subprocess.Popen[bytes], int, int, tuple[int, ...]]:
+    """The sandbox process started on ``job`` (and ``judging``, the tests, in a file its judge reads only after it
+    forked the worker): (process, the channel's read end, the reply pipe's write end, the child's ends of the pipes,
+    which the caller closes). Every descriptor the parent holds is in ``parent_fds`` (closed after the run, however
+    it ends)."""
+    job_fd = _job_file("masforge-sandbox-job", job, parent_fds)
+    judge_fd = _job_file("masforge-sandbox-judge", judging, parent_fds)
     chan_r, chan_w = os.pipe()  # child -> parent: RPC requests, result
     parent_fds += [chan_r, chan_w]
     reply_r, reply_w = os.pipe()  # parent -> child: RPC replies
     parent_fds += [reply_r, reply_w]
     life_r, life_w = os.pipe()  # only the parent writes: EOF in the child means the parent is gone
     parent_fds += [life_r, life_w]
-    child_fds = (chan_w, reply_r, job_fd, life_r)
+    child_fds = (chan_w, reply_r, job_fd, judge_fd, life_r)
     inner, code_fd = child_command(list(child_fds))
     command = iso.command(inner, network=limits.network, disk_mb=limits.disk_mb)
     env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": tmp, "TMPDIR": tmp}
@@ -538,6 +557,8 @@ def run_python(
     timed_rpc_names: Sequence[str] = (),
     files: dict[str, str] | None = None,
     tests: str | None = None,
+    task_code: str | None = None,
+    answer_names: Sequence[str] | None = None,
 ) -> SandboxResult:
     """Run ``code`` as a module in a fresh sandboxed process and report what happened.
 
@@ -545,7 +566,11 @@ def run_python(
     (JSON-able) and its JSON-encoded return value comes back as ``value``; without it the module
     just runs and ``ok`` means no exception. With ``tests`` (test code, e.g. asserts), the tests run in the
     sandbox's judge process against the module's functions, which run in its worker: ``ok`` means every test
-    passed, and nothing the code does or writes can claim that it did (see `masforge.sandbox.child`).
+    passed, and nothing the code does or writes can claim that it did (see `masforge.sandbox.child`). The tests
+    reach the judge only after the worker exists, so the code can never read them. ``task_code`` (the task's own
+    code, e.g. a HumanEval prompt's helpers and imports) runs in the judge before the tests: the names it defines are
+    the task's, whatever the code redefines. ``answer_names`` are then the only names the tests take from the code
+    (e.g. the entry point); without it, every name the tests use that the code defines and the task does not.
 
     ``rpc_names`` are injected as functions ``name(*args, **kwargs)`` into the module's globals;
     calling one blocks the child while the parent runs ``rpc(name, {"args": [...], "kwargs": {...}})``
@@ -561,7 +586,7 @@ def run_python(
     """
     limits.validate()
     args, kwargs, files, names, timed = checked_arguments(entry, args, kwargs, rpc, rpc_names, timed_rpc_names,
-                                                           files, tests)
+                                                           files, tests, task_code, answer_names)
     iso = isolation()
     iso.require_file_system_layer()
 
@@ -583,8 +608,9 @@ def run_python(
             os.chmod(tmp, 0o700)
         else:  # created by the child in the sandbox's own /tmp (a fresh tmpfs)
             tmp = f"/tmp/masforge-sbx-{secrets.token_hex(6)}"
-        job = make_job(code, entry, args, kwargs, names, files, tests, tmp, limits, lease)
-        proc, chan_r, reply_w, child_fds = _start_child(job, limits, iso, tmp, host_dir, parent_fds)
+        job = make_job(code, entry, args, kwargs, names, files, tmp, limits, lease)
+        judging = judge_job(tests, task_code, answer_names)
+        proc, chan_r, reply_w, child_fds = _start_child(job, judging, limits, iso, tmp, host_dir, parent_fds)
         for fd in child_fds:  # the child's ends: close ours so EOF means the child is gone
             os.close(fd)
             parent_fds.remove(fd)
@@ -608,9 +634,12 @@ def run_python(
         _clean_up(supervisor, proc, parent_fds, lease, iso, tmp if host_dir else None)
 
 
-def run_tests(solution: str, test_code: str, *, timeout_s: float = 10.0) -> SandboxResult:
+def run_tests(solution: str, test_code: str, *, timeout_s: float = 10.0, task_code: str | None = None,
+              answer_names: Sequence[str] | None = None) -> SandboxResult:
     """Run a code answer, then its test code (asserts) against it, in the sandbox; ok means every test passed.
 
     The tests run in the sandbox's judge, the answer in its worker: the tests call the answer's functions across
-    the process boundary and compare what comes back (plain data) with their own objects."""
-    return run_python(solution, tests=test_code, limits=SandboxLimits(timeout_s=timeout_s))
+    the process boundary and compare what comes back (plain data) with their own objects. ``task_code`` and
+    ``answer_names``: see :func:`run_python` (a HumanEval prompt, and its entry point)."""
+    return run_python(solution, tests=test_code, task_code=task_code, answer_names=answer_names,
+                      limits=SandboxLimits(timeout_s=timeout_s))

@@ -342,6 +342,16 @@ for fd in range(3, 256):
 os._exit(70)
 """
 
+_SIGNAL_JUDGE = """
+import os, signal
+# Signals meant to end the sandbox's judge, sent to the process group (which the audit hook allows: it is the
+# code's own), each ignored here first so that the code itself lives on to claim its answer.
+for s in (signal.SIGXCPU, signal.SIGTERM, signal.SIGUSR1):
+    signal.signal(s, signal.SIG_IGN)
+    os.killpg(0, s)
+answer = 42
+"""
+
 _CALCULATOR_BOMB = """
 answers = [tool("calculator", "((9**99)**999)**99") for _ in range(7)]
 bombs = ("9**9**9**9", "(2**999)**999", "round(5, -10**9)", "(10**999)*(10**999)*(10**999)*(10**999)*(10**999)")
@@ -386,6 +396,8 @@ ATTACKS: tuple[Attack, ...] = (
            _FORGE_PASS, frozenset({"output", "killed", "exception", "wrong"})),
     Attack("forge-fatal", "write the sandbox's set-up failure line to every descriptor and exit 70: claim an "
            "infrastructure failure", _FORGE_FATAL, frozenset({"output", "killed", "exception"})),
+    Attack("signal-judge", "send SIGXCPU, SIGTERM and SIGUSR1 to the process group (the judge too), ignoring them "
+           "itself: the judge's death must not read as a CPU limit or an outage", _SIGNAL_JUDGE, frozenset({"killed"})),
     Attack("calculator-bomb", "((9**99)**999)**99 seven times and other huge powers via tool()",
            _CALCULATOR_BOMB, frozenset({"wrong"}), tool_calls=True),
     Attack("tool-flood", "100000 tool() calls in one forward", _TOOL_FLOOD, frozenset({"exception"}),

@@ -175,9 +175,9 @@ class LeftoverOutcome:
 
 
 def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait_s: float = 90.0) -> LeftoverOutcome:
-    """Start ``masforge evaluate`` on `FILLER_GENOME`, SIGKILL it once the sandbox has written its 48 MB, start
-    masforge again (its sandbox start-up) and measure what is left in the host's temp folder. With bubblewrap the
-    run directory is in the sandbox's private /tmp: nothing reaches the host at all."""
+    """Start ``masforge evaluate`` on `FILLER_GENOME`, SIGKILL it once the sandbox has written its 48 MB, start a
+    masforge command that runs no code (``masforge tasks``) and measure what is left in the host's temp folder. With
+    bubblewrap the run directory is in the sandbox's private /tmp: nothing reaches the host at all."""
     import subprocess
 
     genome = os.path.join(workdir, "disk_filler.py")
@@ -204,6 +204,6 @@ def leftover_after_kill(workdir: str, *, env: dict[str, str] | None = None, wait
             proc.kill()
             proc.wait()
     time.sleep(1.0)  # the sandbox notices its parent is gone and exits
-    subprocess.run([sys.executable, "-c", "from masforge.sandbox.isolation import isolation; isolation()"],
-                   env=full_env, cwd=workdir, capture_output=True, timeout=120, check=False)
+    subprocess.run([sys.executable, "-m", "masforge", "tasks"], env=full_env, cwd=workdir, capture_output=True,
+                   timeout=120, check=False)
     return LeftoverOutcome(written, _run_dir_bytes(proc.pid))

@@ -1,6 +1,6 @@
 """Bootstrap of a sandbox child process (see `masforge.sandbox.runner` and `masforge.sandbox.isolation`).
 
-A fresh interpreter runs it (``python -S -P -s -c LAUNCHER CHAN REPLY JOB LIFELINE CODE``, all five file
+A fresh interpreter runs it (``python -S -P -s -c LAUNCHER CHAN REPLY JOB JUDGE LIFELINE CODE``, all six file
 descriptors), usually inside the namespaces of `masforge.sandbox.isolation`. The parent compiles the parts of this
 package once per process and hands their code objects over in a sealed in-memory file (CODE); the launcher
 (`masforge.sandbox.isolation.child_command`) runs each part as a module of a private package, in the order of
@@ -17,19 +17,23 @@ answers the judge), ``judge`` (relays, runs the tests, reports) and ``main`` (th
 Two processes, so that the judged code never speaks for itself:
 
 * the **judge** (the process the launcher runs in): reads the job, sets the sandbox up, then forks the worker and
-  never runs the code under test. It alone holds the channel to the parent; it relays the worker's RPC calls, and it
-  reports the result. Whether the run succeeded is also its exit status (0: success, 1: the code failed, 70: the
-  sandbox could not be set up), which the worker cannot set: the parent believes a success or a set-up failure only
-  when the exit status agrees. For a test run (``job["tests"]``) the judge runs the test code itself, against
-  functions of the worker: every call crosses the process boundary, and what comes back is plain data (numbers,
-  strings, containers of them) rebuilt in the judge, or an opaque handle; so the comparisons of a test are made by
-  the judge's own objects, and an answer can pass only by returning what the tests expect.
+  never runs the code under test. Only then does it read the tests (from a file of their own, JUDGE, which the worker
+  closes unread): no memory of the worker ever held them, so the code cannot look them up and answer from them. It alone
+  holds the channel to the parent; it relays the worker's RPC calls, and it reports the result. Whether the run
+  succeeded is also its exit status (0: success, 1: the code failed, 70: the sandbox could not be set up), which the
+  worker cannot set: the parent believes a success or a set-up failure only when the exit status agrees. For a test run
+  (tests in JUDGE) the judge runs the test code itself, against functions of the worker: every call crosses the
+  process boundary, and what comes back is plain data (numbers, strings, containers of them) rebuilt in the judge, or an
+  opaque handle; so the comparisons of a test are made by the judge's own objects, and an answer can pass only by
+  returning what the tests expect. The task's own code the tests rely on (a HumanEval prompt's helpers) runs in the
+  judge too, so an answer that redefines them changes nothing the tests see. A signal sent to the judge (the worker may
+  signal its process group) is handled by the judge and fails the run, named as such.
 * the **worker** (forked by the judge after the set-up, with the channel to the parent closed): runs the code as
   module ``__sandbox__`` (then the ``entry`` function, if given) and answers the judge's calls.
 
 Steps of the judge, in order:
 
-1. read the job (JSON, from an in-memory file the parent filled);
+1. read the job (JSON, from an in-memory file the parent filled; never the tests);
 2. when the parent asks for it (parent runs as root), drop to the run's uid/gid for good (which also makes this
    process non-dumpable: the worker cannot read or write its memory or open its descriptors through /proc; when
    not root, ``prctl(PR_SET_DUMPABLE, 0)`` does it). Directories on ``sys.path`` that this uid cannot reach (e.g.
@@ -37,8 +41,9 @@ Steps of the judge, in order:
    (``/proc/self/fd/N`` paths);
 3. create the private run directory (unless the parent did) and write the job's files into it, as that uid;
 4. set resource limits (address space, CPU, file size, processes, core dumps, open files);
-5. fork the worker; start the lifeline thread (kills the run when the parent dies); install the audit hook in
-   both processes; the worker compiles and runs the code;
+5. fork the worker; handle the signals meant to end the judge; start the lifeline thread (kills the run when the
+   parent dies); read the tests; install the audit hook in both processes; the worker compiles and runs
+   the code;
 6. report one JSON result line on the channel, kill every other process of the sandbox uid (only when that uid
    is exclusive to this run) and ``os._exit`` with the status that matches the result.
 
@@ -51,9 +56,9 @@ Protocol on the channel (JSON lines, judge -> parent on CHAN, parent -> judge on
 * ``{"type": "fatal", "error": "..."}`` when the sandbox could not be set up (then exit status 70).
 
 Between judge and worker (two pipes, JSON lines, at most ``job["max_message_bytes"]`` each): the judge sends
-``{"op": "run"}``, ``{"op": "names", "want": [...]}``, ``{"op": "call", ...}``, ``{"op": "iter"|"next", "h": id}``
-and ``{"rpc_reply": {...}}``; the worker answers each op with ``{"r": 1, "ok": ...}`` and may send
-``{"rpc": m, "args": [...], "kwargs": {...}}`` while it works.
+``{"op": "run"}``, ``{"op": "globals"}``, ``{"op": "names", "want": [...]}``, ``{"op": "call", ...}``,
+``{"op": "iter"|"next", "h": id}`` and ``{"rpc_reply": {...}}``; the worker answers each op with
+``{"r": 1, "ok": ...}`` and may send ``{"rpc": m, "args": [...], "kwargs": {...}}`` while it works.
 """
 
 PARTS = ("errors", "wire", "confine", "worker", "judge", "main")

@@ -1,10 +1,12 @@
 """What confines the sandbox child before any untrusted code runs: resource limits, the privilege drop, import
-paths, the audit hook, and a judge its worker cannot reach into."""
+paths, the audit hook, and a judge its worker cannot reach into nor end with a signal."""
 
 from __future__ import annotations
 
+import _thread
 import os
 import resource
+import signal
 import site
 import sys
 import types
@@ -117,6 +119,57 @@ def _undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except Exception:  # no ctypes here: the parent checks results against the exit status all the same
         pass
+
+
+def _guarded_signals() -> set[int]:
+    """The signals a process could send the judge to end it: every catchable one whose default action ends a process,
+    but the faults of its own code (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and the two Python ignores
+    (SIGPIPE, SIGXFSZ)."""
+    names = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGABRT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTERM", "SIGXCPU",
+             "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
+    found = {int(getattr(signal, name)) for name in names if hasattr(signal, name)}
+    return found | set(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+
+
+def _guard_signals(on_sent: Callable[[int], None]) -> None:
+    """Handle the judge's `_guarded_signals` (call it in its main thread), so that no process can end the judge with
+    one (SIGKILL and SIGSTOP cannot be handled; they end or stop it, and the run fails all the same). A SIGXCPU at the
+    CPU limit (this process's CPU time reached it) ends it as it would have; any other is ``on_sent(signal)``, once:
+    the worker, the only other process in the sandbox, sent it.
+
+    The handler runs in the main thread (Python's rule), before it reads whatever the worker wrote after sending the
+    signal: the kernel delivers a pending signal before a read returns, and no other thread of the judge takes one
+    (`_start_quiet_thread`). While the main thread computes in C (a huge power in a test), a handler waits; at the
+    CPU limit, the hard limit's SIGKILL then ends the judge a second later."""
+    told = [False]
+    cpu_signal, getrlimit, getrusage = signal.SIGXCPU, resource.getrlimit, resource.getrusage
+
+    def handle(signum: int, frame: object) -> None:
+        if signum == cpu_signal:
+            soft = getrlimit(resource.RLIMIT_CPU)[0]
+            usage = getrusage(resource.RUSAGE_SELF)
+            if soft != resource.RLIM_INFINITY and usage.ru_utime + usage.ru_stime + 0.05 >= soft:
+                signal.signal(cpu_signal, signal.SIG_DFL)
+                signal.raise_signal(cpu_signal)  # the default action: the process ends, as it would have
+        if not told[0]:
+            told[0] = True
+            on_sent(signum)
+
+    for signum in _guarded_signals():
+        signal.signal(signum, handle)
+
+
+def _start_quiet_thread(function: Callable[[], None]) -> None:
+    """Start ``function`` in a thread that takes none of the `_guarded_signals` (they are the main thread's) and has
+    a small stack (the address-space limit counts thread stacks)."""
+    guarded = _guarded_signals()
+    signal.pthread_sigmask(signal.SIG_BLOCK, guarded)  # a new thread blocks what the thread that starts it blocks
+    previous = _thread.stack_size(256 * 1024)
+    try:
+        _thread.start_new_thread(function, ())
+    finally:
+        _thread.stack_size(previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, guarded)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import os
 
 _CODE_FILENAME = "<code>"
 _TESTS_FILENAME = "<tests>"
+_TASK_FILENAME = "<task>"
 _MAX_TRACEBACK_CHARS = 6000
 _MAX_ERROR_CHARS = 500
 # Every part of the bootstrap is a file of this folder: the frames of those files that lead a traceback are trimmed.

@@ -13,6 +13,7 @@ from .errors import (
     _MAX_ERROR_CHARS,
     _MAX_TRACEBACK_CHARS,
     _SOURCE,
+    _TASK_FILENAME,
     _TESTS_FILENAME,
     _error_kind,
     _error_line,
@@ -44,15 +45,30 @@ class _Worker:
     """The judge's view of the worker process: requests answered over the pipes, its RPC calls relayed."""
 
     def __init__(self, pid: int, out_fd: int, in_fd: int, limit: int, parent: _Channel,
-                 rpc_names: frozenset[str]) -> None:
+                 rpc_names: frozenset[str], cpu_s: int) -> None:
         self.pid = pid
         self._out = out_fd
         self._lines = _Lines(in_fd, limit)
         self._parent = parent
         self._rpc_names = rpc_names
+        self._cpu_s = cpu_s
         self._handles: dict[int, _Handle] = {}
         self.failed: _WorkerFailed | None = None
         """Set once the worker died or broke the protocol: nothing it says counts any more."""
+        self.signalled: _WorkerFailed | None = None
+        """Set (by the judge's signal handler) once a process sent it a signal meant to end it: the run has failed."""
+
+    def signalled_by(self, signum: int) -> None:
+        """A process sent the judge ``signum``: the code under test failed (its worker ends, which wakes the judge
+        if it waits for it)."""
+        self.signalled = _WorkerFailed(f"Killed: the code under test sent {_signal_name(signum)} to the sandbox's "
+                                       "judge", "killed")
+        pid = self.pid
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """Send ``request`` and return the worker's answer, relaying its RPC calls meanwhile."""
@@ -97,18 +113,20 @@ class _Worker:
     def _gone(self) -> Any:
         """The worker ended without answering: how it ended is the failure."""
         try:
-            _, status = os.waitpid(self.pid, 0)
+            _, status, usage = os.wait4(self.pid, 0)
+            cpu_s = usage.ru_utime + usage.ru_stime
         except ChildProcessError:
-            status = 0
+            status, cpu_s = 0, 0.0
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        if sig == signal.SIGXCPU:
+        if self.signalled is not None:
+            self.failed = self.signalled
+        elif sig == signal.SIGXCPU and cpu_s + 0.5 >= self._cpu_s:
             self.failed = _WorkerFailed("TimeoutError: CPU time limit exceeded", "cpu")
+        elif sig == signal.SIGXCPU:  # the kernel sends it at the limit only: the code sent it to itself
+            self.failed = _WorkerFailed(f"Killed: the code under test sent itself SIGXCPU after {cpu_s:.1f} s of "
+                                        f"CPU time (the limit is {self._cpu_s} s)", "killed")
         elif sig is not None:
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = f"signal {sig}"
-            self.failed = _WorkerFailed(f"Killed: the sandboxed process died from {name}", "killed")
+            self.failed = _WorkerFailed(f"Killed: the sandboxed process died from {_signal_name(sig)}", "killed")
         else:
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
             self.failed = _WorkerFailed(f"SystemExit: the sandboxed process exited with status {code} before "
@@ -144,6 +162,13 @@ class _Worker:
         if found is None:
             found = self._handles[tag[0]] = _Handle(self, tag[0], tag[1])
         return found
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 _CONTAINER_TAGS = {tuple: "$t", set: "$s", frozenset: "$fs"}
@@ -236,20 +261,41 @@ def _names_used(code: types.CodeType) -> set[str]:
     return found
 
 
-def _test_namespace(worker: _Worker, compiled: types.CodeType) -> dict[str, Any]:
-    """Globals for the tests: the code's functions as calls into the worker, the standard modules it imported as
-    the judge's own imports, its plain constants as copies. As when tests run in the code's own module, a name the
-    code defines hides the built-in of that name (an MBPP answer is a function called ``sum``)."""
-    wanted = sorted(n for n in _names_used(compiled) if not (n.startswith("__") and n.endswith("__")))
+def _test_namespace(worker: _Worker, compiled: types.CodeType, judging: dict[str, Any]) -> dict[str, Any]:
+    """Globals for the tests. First the task's own code (a HumanEval prompt's helpers and imports), run here: what it
+    defines is the task's, whatever the answer redefines. Then the answer's names as calls into the worker (its
+    standard modules as the judge's own imports, its plain constants as copies): only ``answer_names`` when the task
+    gives them (the entry point), else every name the tests use that the answer defines and the task does not. As
+    when tests run in the code's own module, a name the answer defines hides the built-in of that name (an MBPP
+    answer is a function called ``sum``). The worker learns no more of the tests than the names it is asked for."""
     namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "__tests__"}
+    task_code = judging.get("task_code")
+    if task_code is not None:
+        _SOURCE[_TASK_FILENAME] = task_code
+        try:
+            exec(compile(task_code, _TASK_FILENAME, "exec", dont_inherit=True), namespace)
+        except BaseException as exc:
+            raise RuntimeError(f"the task's own code does not run: {_error_line(exc)}") from None
+    answer_names = judging.get("answer_names")
+    if answer_names is None:
+        offered = worker.ask({"op": "globals"}).get("names")
+        if type(offered) is not list:
+            worker.broke("a malformed list of names")
+        used = _names_used(compiled) - set(namespace)
+        wanted = sorted(n for n in offered if type(n) is str and n in used and not (n[:2] == n[-2:] == "__"))
+    else:
+        wanted = list(answer_names)
     described = worker.ask({"op": "names", "want": wanted})
     names = described.get("names") if described["ok"] else None
     if type(names) is not dict:
         worker.broke("a malformed list of names")
     import importlib
 
-    for name, entry in names.items():
-        if name not in wanted or type(entry) is not dict:
+    for name in wanted:
+        entry = names.get(name)
+        if type(entry) is not dict:  # an answer name the code lacks: calling it says so
+            if answer_names is not None:
+                namespace[name] = _RemoteFunction(worker, name)
             continue
         if "call" in entry:
             namespace[name] = _RemoteFunction(worker, name)
@@ -272,18 +318,19 @@ def _no_handle(tag: Any) -> Any:
     raise ValueError("a handle where plain data was expected")
 
 
-def _run_tests(job: dict[str, Any], worker: _Worker) -> dict[str, Any]:
+def _run_tests(judging: dict[str, Any], worker: _Worker) -> dict[str, Any]:
     """Run the code in the worker, then the tests here against it: ok only if every test passed."""
     answer = worker.ask({"op": "run"})
     if not answer["ok"]:
         return _answer_failure(answer)
     try:
-        compiled = compile(job["tests"], _TESTS_FILENAME, "exec", dont_inherit=True)
+        compiled = compile(judging["tests"], _TESTS_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         raise RuntimeError(f"the test code does not compile: {_error_line(exc)}") from None
-    _SOURCE[_TESTS_FILENAME] = job["tests"]
+    _SOURCE[_TESTS_FILENAME] = judging["tests"]
+    namespace = _test_namespace(worker, compiled, judging)  # a task's code that fails is the sandbox's failure
     try:
-        exec(compiled, _test_namespace(worker, compiled))
+        exec(compiled, namespace)
     except _WorkerFailed:
         raise
     except BaseException as exc:  # a test failed, or the code raised in a test
@@ -308,14 +355,17 @@ def _answer_failure(answer: dict[str, Any]) -> dict[str, Any]:
             "traceback": str(answer["traceback"])[:_MAX_TRACEBACK_CHARS] if answer.get("traceback") else None}
 
 
-def _judge(job: dict[str, Any], worker: _Worker) -> dict[str, Any]:
-    """The result of the run, as the judge establishes it."""
+def _judge(judging: dict[str, Any], worker: _Worker) -> dict[str, Any]:
+    """The result of the run, as the judge establishes it (``judging``: the tests, if any, see `_run_tests`)."""
     try:
-        if job.get("tests") is not None:
-            return _run_tests(job, worker)
-        answer = worker.ask({"op": "run"})
-        if not answer["ok"]:
-            return _answer_failure(answer)
-        return {"ok": True, "value": answer.get("value")}
+        if judging.get("tests") is not None:
+            result = _run_tests(judging, worker)
+        else:
+            answer = worker.ask({"op": "run"})
+            result = _answer_failure(answer) if not answer["ok"] else {"ok": True, "value": answer.get("value")}
     except _WorkerFailed as exc:
-        return {"ok": False, "error": exc.error, "error_kind": exc.kind, "traceback": None}
+        result = {"ok": False, "error": exc.error, "error_kind": exc.kind, "traceback": None}
+    if worker.signalled is not None:  # whatever the run came to, a signal sent to the judge fails it
+        failed = worker.signalled
+        result = {"ok": False, "error": failed.error, "error_kind": failed.kind, "traceback": None}
+    return result

@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 import _posixsubprocess
-import _thread
 import json
 import os
 import signal
 import sys
 
-from .confine import _apply_limits, _drop_privileges, _make_audit_hook, _setup_paths, _undumpable
+from .confine import (
+    _apply_limits,
+    _drop_privileges,
+    _guard_signals,
+    _make_audit_hook,
+    _setup_paths,
+    _start_quiet_thread,
+    _undumpable,
+)
 from .errors import _error_line
 from .judge import _judge, _Worker
 from .wire import _EXIT_FAILED, _EXIT_FATAL, _EXIT_OK, _EXIT_PARENT_GONE, _Channel
@@ -74,11 +81,7 @@ def _start_lifeline(fd: int, exclusive_uid: bool) -> None:
         finally:
             exit_now(_EXIT_PARENT_GONE)
 
-    previous = _thread.stack_size(256 * 1024)  # the address-space limit counts thread stacks
-    try:
-        _thread.start_new_thread(watch, ())
-    finally:
-        _thread.stack_size(previous)
+    _start_quiet_thread(watch)
 
 
 def _flush_std_streams() -> None:
@@ -90,9 +93,9 @@ def _flush_std_streams() -> None:
 
 
 def main() -> None:
-    """Entry point: ``sys.argv[1:5]`` are ``CHAN_FD REPLY_FD JOB_FD LIFELINE_FD`` (the launcher took the last one,
-    the code's)."""
-    chan_fd, reply_fd, job_fd, life_fd = (int(a) for a in sys.argv[1:5])
+    """Entry point: ``sys.argv[1:6]`` are ``CHAN_FD REPLY_FD JOB_FD JUDGE_FD LIFELINE_FD`` (the launcher took the last
+    one, the code's). JUDGE_FD holds the tests: only the judge reads it, after the worker was forked without it."""
+    chan_fd, reply_fd, job_fd, judge_fd, life_fd = (int(a) for a in sys.argv[1:6])
     parent = _Channel(chan_fd, reply_fd)
     job: dict[str, Any] = {}
     try:
@@ -114,9 +117,9 @@ def main() -> None:
     except BaseException as exc:
         parent.send({"type": "fatal", "error": _error_line(exc)})
         os._exit(_EXIT_FATAL)
-    if pid == 0:  # the worker: nothing of the judge's line to the parent stays open here
+    if pid == 0:  # the worker: nothing of the judge's line to the parent, nor of the tests, stays open here
         try:
-            for fd in (chan_fd, reply_fd, life_fd, to_worker_w, to_judge_r):
+            for fd in (chan_fd, reply_fd, judge_fd, life_fd, to_worker_w, to_judge_r):
                 os.close(fd)
             _worker(job, _ToJudge(to_judge_w, to_worker_r, job["max_message_bytes"]))
         finally:
@@ -125,20 +128,22 @@ def main() -> None:
     try:
         os.close(to_worker_r)
         os.close(to_judge_w)
+        worker = _Worker(pid, to_worker_w, to_judge_r, job["max_message_bytes"], parent,
+                         frozenset(job["rpc_names"]), job["limits"]["cpu_s"])
+        _guard_signals(worker.signalled_by)
         _start_lifeline(life_fd, _exclusive_uid(job))
         if job["uid"] is None:
             _undumpable()
+        judging = _read_job(judge_fd)  # the tests: read only now that the worker is a process apart
         sys.path[:] = [p for p in sys.path if p != job["tmp"]]  # the worker writes there: never import from it
         sys.path_importer_cache.clear()
         sys.addaudithook(_make_audit_hook(job["tmp"], job["network"], _exclusive_uid(job), pid))
-        worker = _Worker(pid, to_worker_w, to_judge_r, job["max_message_bytes"], parent,
-                         frozenset(job["rpc_names"]))
         parent.send({"type": "started"})
     except BaseException as exc:
         parent.send({"type": "fatal", "error": _error_line(exc)})
         os._exit(_EXIT_FATAL)
     try:
-        result = _judge(job, worker)
+        result = _judge(judging, worker)
         worker.kill()
         _flush_std_streams()
         try:
