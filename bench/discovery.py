@@ -471,7 +471,7 @@ def _command_args(argv: list[str]) -> str:
 
 def _server() -> str:
     from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
-    from masforge.runtime.local_model.llama_server import SLOTS, server_binary
+    from masforge.runtime.local_model.llama_server import configured_slots, server_binary
 
     external = os.environ.get(EXTERNAL_API_BASE_ENV, "").strip()
     if external:  # a server started beside the run: ask it how many slots
@@ -482,7 +482,7 @@ def _server() -> str:
         except (OSError, ValueError):
             slots = None
         return f"a llama.cpp server started beside the run{f' with {slots} slots' if slots else ''}"
-    return f"llama.cpp's server with {SLOTS} slots" if server_binary() else "llama-cpp-python's server"
+    return f"llama.cpp's server with {configured_slots()} slots" if server_binary() else "llama-cpp-python's server"
 
 
 # ------------------------------------------------------------------------------------------------ the report
