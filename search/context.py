@@ -22,7 +22,7 @@ from masforge.search.acceptance import Acceptance, PairedWin
 from masforge.search.costing import COSTS_FILE, CostProbe, cheapest_first
 from masforge.search.credit import Credit
 from masforge.search.fitness import Fitness
-from masforge.search.pipeline import EvaluationPipeline, Rejected
+from masforge.search.pipeline import EvaluationPipeline, NotScored
 from masforge.search.population import Candidate, Population, front, is_near_duplicate
 from masforge.search.proposal import Proposal, library_twin
 from masforge.search.racing import Racing
@@ -49,7 +49,6 @@ class SearchContext:
         """What selection maximises, the same for every kind of task."""
         self.rng, self.seed = random.Random(seed), seed
         self.on_event = on_event
-        """The listener every search event goes to (the engine's: the live view and ``events.jsonl``)."""
         self.strategy, self.generation = strategy, 0
         self.evaluated = 0
         """Candidates evaluated or restored in this run (what ``max_candidates`` counts)."""
@@ -58,12 +57,14 @@ class SearchContext:
         self.stopped: Stop | None = None
         """Why the search stops (set once; see :meth:`should_stop`)."""
         self.state = Population()
+        """The admitted candidates and the incumbent (``population``, ``by_id`` and ``incumbent`` read it)."""
         self.acceptance = acceptance or PairedWin()
         self.replay = replay or Replay()
         self.costs = CostProbe(evaluator, run_dir / COSTS_FILE if run_dir is not None else None)
         self.credit = Credit()
-        self.pipeline = EvaluationPipeline(evaluator, archive, self.state, run_id, self.fitness, client.ledger,
-                                           self.emit, self.halt, self._check_stop, racing, Retries(outage_after))
+        self.pipeline = EvaluationPipeline(
+            evaluator=evaluator, archive=archive, population=self.state, run_id=run_id, fitness=self.fitness,
+            emit=self.emit, halt=self.halt, check_stop=self._check_stop, racing=racing, retries=Retries(outage_after))
 
     @property
     def population(self) -> list[Candidate]:
@@ -155,15 +156,14 @@ class SearchContext:
         before = len(self.population)
         try:
             cand = self.submit(proposal, strategy=strategy)
-        except Rejected:
+        except NotScored:
             cand = None
         parents = [self.by_id[i] for i in proposal.parents if i in self.by_id]
         self.credit.credit_proposal(proposal, parents, cand, new=len(self.population) > before)
         return cand
 
     def retry_incomplete(self) -> int:
-        """Evaluate once more the candidates whose evaluation was incomplete (see :mod:`masforge.search.retries`);
-        returns how many now have a score."""
+        """Evaluate again what was evaluated incompletely (:mod:`~masforge.search.retries`); how many now score."""
         return self.pipeline.retries.retry(lambda p, strategy: self.try_submit(p, strategy=strategy),
                                            self.should_stop)
 
@@ -193,6 +193,5 @@ class SearchContext:
         return self.credit.chooser(self.rng, parent.wrong_reasons)
 
     def ablations(self) -> list[Proposal]:
-        """Once per incumbent with several agents: the incumbent without each of its agents (an ablation study,
-        see :meth:`Credit.ablations`)."""
+        """Once per incumbent with several agents: it without each of its agents (see :meth:`Credit.ablations`)."""
         return self.credit.ablations(self.incumbent)

@@ -33,8 +33,8 @@ from masforge.search.retries import Retries
 Status = Literal["invalid", "duplicate", "restored", "evaluated"]
 
 
-class Rejected(MasforgeError):
-    """A proposal the runtime could not build, or whose evaluation was incomplete (counted as rejected)."""
+class NotScored(MasforgeError):
+    """A proposal the runtime could not build (counted as rejected), or whose evaluation was incomplete."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,6 @@ class EvaluationPipeline:
     population: Population
     run_id: str
     fitness: Fitness
-    ledger: Ledger
     emit: Callable[[ev.Event], None]
     halt: Callable[[Stop], None]
     check_stop: Callable[[], None]
@@ -102,8 +101,13 @@ class EvaluationPipeline:
     retries: Retries = field(default_factory=Retries)
     tally: Tally = field(default_factory=Tally)
 
+    @property
+    def ledger(self) -> Ledger:
+        """The run's ledger, read when needed (a Ray executor puts a shared one in the client)."""
+        return self.evaluator.client.ledger
+
     def run(self, p: Proposal, strategy: str, generation: int) -> Evaluation:
-        """Validate ``p`` once, then find, restore or evaluate it. Raises :class:`Rejected` when the runtime
+        """Validate ``p`` once, then find, restore or evaluate it. Raises :class:`NotScored` when the runtime
         refuses it or its evaluation is incomplete, :class:`BudgetExceeded` when the search must stop."""
         found = problems(p.genome)
         if found:
@@ -172,7 +176,7 @@ class EvaluationPipeline:
             # A genome the runtime rejects (e.g. dspy refuses a signature) is an invalid proposal.
             self.tally.rejected += 1
             self.emit(ev.Rejected(name=p.genome.name, reason=str(exc), operator=p.operator))
-            raise Rejected(str(exc)) from exc
+            raise NotScored(str(exc)) from exc
         if report.stopped:
             # Partial evaluations are not stored as results: a resumed run evaluates it again.
             stop = self.ledger.budget.stop(self.ledger.usage(), spend_only=True)
@@ -185,7 +189,7 @@ class EvaluationPipeline:
                                     attempted=report.attempted, planned=report.planned, error=report.outage))
             if outage is not None:
                 self.halt(outage)
-            raise Rejected(f"incomplete: {report.unscored} of {report.attempted} examples unscored")
+            raise NotScored(f"incomplete: {report.unscored} of {report.attempted} examples unscored")
         self.retries.complete(report)
         extra: dict[str, Any] = {"unscored": report.unscored} if report.unscored else {}
         wrong = report.wrong_reasons
