@@ -18,6 +18,12 @@ from masforge.evaluators.tasks import describe_tasks, get_task
 
 HAS_SANDBOX = importlib.util.find_spec("masforge.sandbox.runner") is not None
 
+
+@pytest.fixture(autouse=True)
+def _on_the_fixtures(monkeypatch: pytest.MonkeyPatch, fixture_data_dir) -> None:
+    """The pins are of the committed fixtures: CI's full data sets beside the checkout must not replace them."""
+    monkeypatch.setenv("MASFORGE_DATA_DIR", str(fixture_data_dir))
+
 # name: (train, validation, test) sizes on the fixtures, metric name, id of the first test example, sha256 of
 # every example's [split, id, prompt, target] as JSON in split order
 PINNED: dict[str, tuple[tuple[int, int, int], str, str, str]] = {

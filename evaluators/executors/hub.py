@@ -65,9 +65,9 @@ class RunHub:
             self._count(work)
 
     def settle(self, work: str | None, completion: Completion, note: str | None = None,
-               worst_dollars: float = 0.0) -> None:
+               worst_dollars: float = 0.0, uncounted: float | None = None) -> None:
         """A request a worker reserved got its answer (see :meth:`Ledger.settle`)."""
-        self.ledger.settle(completion, note, worst_dollars)
+        self.ledger.settle(completion, note, worst_dollars, uncounted)
         if work is not None:
             self._count(work)
 
@@ -131,12 +131,13 @@ class SharedLedger:
             return
         self._get(self._hub.add.remote(CURRENT_WORK.get(), c))
 
-    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0) -> None:
+    def settle(self, c: Completion, note: str | None = None, worst_dollars: float = 0.0,
+               uncounted: float | None = None) -> None:
         local = object.__getattribute__(self, "_detached")
         if local is not None:
-            local.ledger.settle(c, note, worst_dollars)
+            local.ledger.settle(c, note, worst_dollars, uncounted)
             return
-        self._get(self._hub.settle.remote(CURRENT_WORK.get(), c, note, worst_dollars))
+        self._get(self._hub.settle.remote(CURRENT_WORK.get(), c, note, worst_dollars, uncounted))
 
     def detach(self) -> Ledger:
         """Copy the hub's final totals here (before the hub goes away) and keep using them locally."""
