@@ -255,6 +255,14 @@ class ArchiveIndex:
              json.dumps(r.example_dollars, sort_keys=True)),
         )
 
+    @staticmethod
+    def move_tip(db: sqlite3.Connection, gid: str, tip: str, *, status: str | None = None) -> None:
+        """A new commit ``tip`` on candidate ``gid`` (a result, or a new ``status``)."""
+        if status is None:
+            db.execute("UPDATE candidates SET tip_sha = ? WHERE id = ?", (tip, gid))
+        else:
+            db.execute("UPDATE candidates SET status = ?, tip_sha = ? WHERE id = ?", (status, tip, gid))
+
     def count(self) -> int:
         """Candidates in the index."""
         return int(self.query(lambda db: db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]))

@@ -1,8 +1,10 @@
 """What the archive stores about a candidate: who it is, where it came from and how it scored.
 
 Both records are plain dataclasses with a JSON round trip. ``CandidateRecord.meta_dict()`` is what goes into
-``candidates/<id>/meta.json``; each :class:`ResultRecord` is a file of its own under ``results/``.
-Unknown keys in stored JSON are ignored, so older masforge versions can read newer archives.
+``candidates/<id>/meta.json``; each :class:`ResultRecord` is a file of its own under ``results/``, made by the
+evaluator's report (``EvalReport.result()``) and stored as it is, redacted field by field (:func:`redacted`).
+So that older masforge versions can read newer archives, unknown keys of a stored candidate are ignored and those of
+a stored result are kept in its ``extra``: a result read back loses nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 
 from masforge.errors import ArchiveError
+from masforge.redact import redact_data
 
 STATUSES = ("active", "promoted", "pruned")
 KINDS = ("config", "code", "portfolio")
@@ -122,13 +125,6 @@ class ResultRecord(_JsonRecord):
         self.example_dollars = {str(k): float(v) for k, v in self.example_dollars.items()}
         self.failures = {str(k): int(v) for k, v in self.failures.items()}
 
-    @classmethod
-    def from_summary(cls, summary: Mapping[str, Any], **extra: Any) -> ResultRecord:
-        """The record of an evaluation summary (``EvalReport.summary()``): its fields by name, other keys
-        left out, ``extra`` stored as given. The one place a search turns an evaluation into a result."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "evaluated_at"}
-        return cls(**{k: summary[k] for k in names if k in summary}, extra=dict(extra))
-
     @property
     def key(self) -> tuple[str, str, str]:
         """What makes two results "the same evaluation": (task, split, lm_key)."""
@@ -140,11 +136,31 @@ class ResultRecord(_JsonRecord):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], origin: str = "result") -> ResultRecord:
-        """Build from a dict (unknown keys ignored); bad data raises a one-line ArchiveError."""
+        """Build from a dict; a key this version has no field for (a newer masforge wrote it) is kept in
+        ``extra``, unless ``extra`` names it already. Bad data raises a one-line ArchiveError."""
+        values = _known(cls, data)
+        unknown = {k: v for k, v in data.items() if k not in values}
         try:
-            return cls(**_known(cls, data))
+            if unknown:
+                extra = values.get("extra", {})
+                if not isinstance(extra, Mapping):
+                    raise TypeError(f"extra must be a JSON object, got {type(extra).__name__}")
+                values["extra"] = {**unknown, **extra}
+            return cls(**values)
         except (TypeError, ValueError) as exc:
             raise ArchiveError(f"{origin}: invalid result record ({exc})") from None
+
+
+def redacted(result: ResultRecord) -> ResultRecord:
+    """``result`` with every string it holds redacted (keys of its dicts included): the record itself when nothing
+    needed redacting, else a copy. Failure notes quote errors and model output, which may carry a key."""
+    changed = {}
+    for f in dataclasses.fields(result):
+        value = getattr(result, f.name)
+        clean = redact_data(value)
+        if clean != value:
+            changed[f.name] = clean
+    return dataclasses.replace(result, **changed) if changed else result
 
 
 

@@ -70,12 +70,12 @@ from masforge.archive.locking import WriteLock
 from masforge.archive.messages import SUBJECT_MAX, add_message, result_filename
 from masforge.archive.pareto import pareto_front
 from masforge.archive.protocol import ClaimingArchive, LineageArchive, ResumableArchive
-from masforge.archive.records import SORTS, STATUSES, CandidateRecord, ResultRecord, check_sort
+from masforge.archive.records import SORTS, STATUSES, CandidateRecord, ResultRecord, check_sort, redacted
 from masforge.errors import ArchiveError, MasforgeError
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
 from masforge.genome.validate import name_problem
-from masforge.redact import contains_secret, redact, redact_data
+from masforge.redact import contains_secret, redact
 from masforge.text import shorten
 
 __all__ = ["INDEX_FILE", "LOCK_FILE", "MARKER", "SORTS", "Archive", "ArchiveEvent", "Lineage", "LineageNode",
@@ -280,7 +280,7 @@ class Archive(ResumableArchive, LineageArchive, ClaimingArchive):
     def add_result(self, genome_id: str | Genome, result: ResultRecord) -> CandidateRecord:
         """Store or replace the result for (task, split, lm_key) as a commit on the candidate."""
         # Failure notes quote errors and model output; none of it may carry a key into git or the index.
-        result = ResultRecord.from_dict(redact_data(result.to_dict()))
+        result = redacted(result)
         with self._lock.hold():
             db = self._index.fresh()
             gid = genome_id.id if isinstance(genome_id, Genome) else self._index.resolve(db, genome_id)
@@ -306,7 +306,7 @@ class Archive(ResumableArchive, LineageArchive, ClaimingArchive):
 
             def writes(d: sqlite3.Connection) -> None:
                 self._index.add_result(d, gid, result)
-                d.execute("UPDATE candidates SET tip_sha = ? WHERE id = ?", (event, gid))
+                self._index.move_tip(d, gid, event)
 
             self._commit_index(db, journal, (when, "result", gid, subject, event), writes)
             return self._index.load(self._index.fresh(), [gid])[0]
@@ -339,10 +339,8 @@ class Archive(ResumableArchive, LineageArchive, ClaimingArchive):
                 drop_refs=[ref for s, ref in tags.items() if s != status],
             )
 
-            def writes(d: sqlite3.Connection) -> None:
-                d.execute("UPDATE candidates SET status = ?, tip_sha = ? WHERE id = ?", (status, event, gid))
-
-            self._commit_index(db, journal, (when, verb, gid, subject, event), writes)
+            self._commit_index(db, journal, (when, verb, gid, subject, event),
+                               lambda d: self._index.move_tip(d, gid, event, status=status))
             return record
 
     # ---------------------------------------------------------------- queries

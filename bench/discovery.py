@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 import urllib.request
@@ -100,9 +101,22 @@ def _summary(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def run_strategy(args: argparse.Namespace, strategy: str) -> Path:
-    """Search with ``strategy`` (or resume its stopped search); returns its run folder."""
-    run_dir = Path(args.runs) / f"{args.task}-{strategy}"
+def run_folder(args: argparse.Namespace, spec: str) -> Path:
+    """The run folder of ``spec``: a strategy's name, or ``name:tag`` for a longer search of the same strategy."""
+    name, _, tag = spec.partition(":")
+    return Path(args.runs) / (f"{args.task}-{name}" + (f"-{tag}" if tag else ""))
+
+
+def run_strategy(args: argparse.Namespace, spec: str) -> Path:
+    """Search with the strategy ``spec`` names (or resume its stopped search); returns its run folder. A tagged
+    spec (``evolve:600``) continues the untagged run of the same strategy with this budget, in a copy: the
+    equal-budget row stays as it was."""
+    strategy = spec.partition(":")[0]
+    run_dir = run_folder(args, spec)
+    base = run_folder(args, strategy)
+    if run_dir != base and not run_dir.exists() and (base / "config.yaml").is_file():
+        shutil.copytree(base, run_dir, symlinks=True)
+        (run_dir / "summary.json").unlink(missing_ok=True)  # not finished: the copy goes on with the new budget
     summary = _summary(run_dir)
     if summary is not None and summary.get("stop_reason") in FINISHED:
         return run_dir
@@ -435,7 +449,7 @@ def decisive_checks(args: argparse.Namespace, state: dict[str, Any], task: Any, 
 def _genome_by_id(args: argparse.Namespace, strategy: str, gid: str) -> Any:
     from masforge.archive.store import Archive
 
-    return Archive.open(Path(args.runs) / f"{args.task}-{strategy}" / "archive").genome(gid)
+    return Archive.open(run_folder(args, strategy) / "archive").genome(gid)
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -471,7 +485,7 @@ def _command_args(argv: list[str]) -> str:
 
 def _server() -> str:
     from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
-    from masforge.runtime.local_model.llama_server import SLOTS, server_binary
+    from masforge.runtime.local_model.llama_server import configured_slots, server_binary
 
     external = os.environ.get(EXTERNAL_API_BASE_ENV, "").strip()
     if external:  # a server started beside the run: ask it how many slots
@@ -482,7 +496,7 @@ def _server() -> str:
         except (OSError, ValueError):
             slots = None
         return f"a llama.cpp server started beside the run{f' with {slots} slots' if slots else ''}"
-    return f"llama.cpp's server with {SLOTS} slots" if server_binary() else "llama-cpp-python's server"
+    return f"llama.cpp's server with {configured_slots()} slots" if server_binary() else "llama-cpp-python's server"
 
 
 # ------------------------------------------------------------------------------------------------ the report

@@ -198,7 +198,7 @@ TUNE = """
     else:
         tune.run(ctx)
     print(json.dumps({"start": t0, "end": time.time(), "paid": len(paid), "report": tune.report(),
-                      "waited": ctx.waited}))
+                      "waited": ctx.pipeline.tally.waited}))
 """
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError, RunHalted
 from masforge.evaluators.example import Example
 from masforge.evaluators.executors import EvalJob, Executor, LocalExecutor
@@ -211,7 +212,8 @@ class EvalReport:
         return sorted(bad, key=lambda e: (e.error is None, e.score))[:k]
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready numbers (what the archive stores as a result)."""
+        """JSON-ready numbers, the run's own (``planned``, ``stopped``, ``wall_s``, ...) included; what the archive
+        stores is :meth:`result`."""
         lo, hi = self.ci
         return {"task": self.task, "split": self.split, "lm_key": self.lm_key, "score": self.score,
                 "ci_low": lo, "ci_high": hi, "n": self.n, "planned": self.planned, "split_size": self.split_size,
@@ -220,12 +222,26 @@ class EvalReport:
                 "latency_s": self.latency_s, "failures": self.failures, "stopped": self.stopped,
                 "pruned": self.pruned, "wall_s": self.wall_s, "unscored": self.unscored,
                 "incomplete": self.incomplete, "example_scores": self.example_scores(),
-                "example_dollars": {e.example_id: e.dollars for e in self.scored if e.dollars},
+                "example_dollars": self.example_dollars(),
                 "race": [look.to_dict() for look in self.looks]}
 
     def example_scores(self) -> dict[str, float]:
         """Score of each scored example by id: what paired comparisons and races are made of."""
         return {e.example_id: e.score for e in self.scored}
+
+    def example_dollars(self) -> dict[str, float]:
+        """Dollars of each scored example by id (examples that cost nothing left out)."""
+        return {e.example_id: e.dollars for e in self.scored if e.dollars}
+
+    def result(self, **extra: Any) -> ResultRecord:
+        """This evaluation as the archive stores it: the record's fields from the report's, ``extra`` (what the
+        caller keeps beside them: the run, failure notes, ...) stored as given."""
+        lo, hi = self.ci
+        return ResultRecord(task=self.task, split=self.split, lm_key=self.lm_key, score=self.score, ci_low=lo,
+                            ci_high=hi, n=self.n, dollars=self.dollars, tokens=self.tokens, llm_calls=self.llm_calls,
+                            cache_hits=self.cache_hits, latency_s=self.latency_s, failures=self.failures,
+                            example_scores=self.example_scores(), example_dollars=self.example_dollars(),
+                            extra=dict(extra))
 
     def to_dict(self) -> dict[str, Any]:
         """The report as ``masforge evaluate -o`` writes it: the summary and every example."""
@@ -280,16 +296,18 @@ class Evaluator:
         return results_key(self.client.config("worker"))
 
     def evaluate(self, genome: Genome | Any, *, threshold: float | None = None, race: Race | None = None,
-                 progress: ProgressFn | None = None) -> EvalReport:
+                 progress: ProgressFn | None = None, validated: bool = False) -> EvalReport:
         """Score ``genome``; ``threshold`` (e.g. the best score so far) enables the cascade's early stop, and a
         ``race`` against an incumbent (which replaces the cascade) stops as soon as the paired test says the
-        candidate is worse (see :mod:`masforge.evaluators.racing`).
+        candidate is worse (see :mod:`masforge.evaluators.racing`). ``validated``: the caller has validated the
+        genome already (a search does, once per evaluation).
 
         Instead of a Genome, ``genome`` may be a *system factory*: an object with ``id``, ``name`` and ``inputs``
         that, called with the LM client, returns a system like :func:`compile_genome` does (e.g. an exported
         module loaded with :func:`masforge.export.load_exported`)."""
         mapping = input_mapping(genome, self.task)
-        system = compile_genome(genome, self.client) if isinstance(genome, Genome) else genome(self.client)
+        system = (compile_genome(genome, self.client, validated=validated) if isinstance(genome, Genome)
+                  else genome(self.client))
         report = EvalReport(genome.id, genome.name, self.task.name, self.split, self.lm_key, len(self.examples),
                             max_unscored=self.max_unscored, split_size=self.split_size)
         job = EvalJob(genome, self.task, mapping, system, self.client)

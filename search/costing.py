@@ -11,6 +11,7 @@ candidate with no miss is *free*. Strategies try free and cheap candidates befor
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from masforge.evaluators.runner import Evaluator
 from masforge.genome.schema import Genome
 from masforge.lm.client import LMClient
 from masforge.lm.ledger import Ledger
+from masforge.search.proposal import Proposal
 
 COSTS_FILE = "costs.jsonl"
 """The run folder's record of the costs its probes found."""
@@ -86,12 +88,19 @@ class CostProbe:
         return found
 
 
-def cheapest_first(proposals: list[Genome], probe: CostProbe) -> list[int]:
-    """The order to try ``proposals`` in (indices): free ones first, then by missing answers, ties in the order
-    proposed; a proposal that cannot be probed last."""
+def cheapest_first(proposals: list[Proposal], probe: CostProbe, held: Container[str] = ()) -> list[Proposal]:
+    """``proposals`` in the order to try them: free ones (every answer already in the answer cache) first, then by
+    the answers they still need, ties in the order proposed, one that cannot be probed last. Proposals the run
+    already ``held`` (genome ids) come first in their order, and all keep their order when the run keeps no cache."""
+    if len(proposals) < 2 or not probe.usable():
+        return proposals
+    fresh = [p for p in proposals if p.genome.id not in held]
+    if len(fresh) < 2:
+        return proposals
 
     def key(i: int) -> tuple[float, int]:
-        cost = probe.cost(proposals[i])
+        cost = probe.cost(fresh[i].genome)
         return (float("inf") if cost is None else cost.missing, i)
 
-    return sorted(range(len(proposals)), key=key)
+    known = [p for p in proposals if p.genome.id in held]
+    return known + [fresh[i] for i in sorted(range(len(fresh)), key=key)]

@@ -22,9 +22,12 @@ resumed run rebuilds exactly the same credit.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from masforge.search.population import Candidate
+from masforge.search.proposal import Proposal
 
 FAILURE_EDITS: dict[str, tuple[str, ...]] = {
     # answers that run but fail the tests: test them before answering, sample more, repair from the report
@@ -140,6 +143,43 @@ class Credit:
         arm.wins += int(won)
         arm.new_calls += new_calls
         arm.cached_calls += cached_calls
+
+    def credit_proposal(self, proposal: Proposal, parents: Sequence[Candidate], cand: Candidate | None, *,
+                        new: bool) -> None:
+        """Credit the operator that made ``proposal`` from its ``parents`` (none: nothing to credit). It wins with a
+        ``new`` child, scored on the whole set, fitter than its parents; an ablation's loss is its agent's credit."""
+        if not parents:
+            return
+        won = bool(new and cand is not None and not cand.pruned and cand.fitness > max(c.fitness for c in parents))
+        fresh = new and cand is not None and not cand.reused
+        self.observe(str(proposal.info.get("arm") or proposal.operator), won,
+                     new_calls=cand.llm_calls if fresh and cand else 0,
+                     cached_calls=cand.cache_hits if fresh and cand else 0)
+        ablated = proposal.info.get("ablated")
+        if ablated and cand is not None:
+            system = parents[0]
+            common = sorted(set(system.example_values) & set(cand.example_values))
+            if common:
+                loss = sum(system.example_values[k] - cand.example_values[k] for k in common) / len(common)
+                self.record_ablation(system.id, str(ablated), loss)
+
+    def ablations(self, incumbent: Candidate | None) -> list[Proposal]:
+        """Once per incumbent with several agents: the incumbent without each of its agents (an ablation study).
+        What each loses is the agent's credit; an ablation that loses nothing and costs less replaces the
+        incumbent (pruning). Answers of the agents kept are mostly in the answer cache already."""
+        from masforge.search.operators.structural import without_agent
+
+        inc = incumbent
+        if inc is None or inc.genome.kind != "config" or len(inc.genome.agents) < 2 or inc.id in self.ablated:
+            return []
+        self.ablated.add(inc.id)
+        out = []
+        for agent in inc.genome.agents:
+            child = without_agent(inc.genome, agent.id)
+            if child is not None:
+                out.append(Proposal(child, [inc.id], "ablate", f"{inc.genome.name} without {agent.id}",
+                                    info={"arm": "ablate", "ablated": agent.id}))
+        return out
 
     def record_ablation(self, system: str, agent: str, loss: float) -> None:
         """``system`` loses ``loss`` (paired mean fitness) when ``agent`` is removed."""

@@ -4,7 +4,7 @@ summary. A stopped run (budget, Ctrl-C, crash, kill) resumes from its archive wi
 
 The run folder keeps what a resume needs beside the archive: ``config.yaml``, ``events.jsonl`` (every admitted
 candidate with its position and RNG fingerprint: the log a resume replays and checks against, see
-:mod:`masforge.search.context`) and ``ledger.jsonl`` (every request sent to a provider: a resumed run continues
+:mod:`masforge.search.replay`) and ``ledger.jsonl`` (every request sent to a provider: a resumed run continues
 the same totals, so its budget is the whole run's).
 """
 
@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from masforge.archive.protocol import ArchiveLike
-from masforge.archive.records import ResultRecord
 from masforge.errors import BudgetExceeded, ConfigError, MasforgeError, RunHalted
 from masforge.evaluators.compare import Side
 from masforge.evaluators.executors import Executor, make_executor
@@ -41,11 +40,15 @@ from masforge.redact import install_log_redaction, redact_data
 from masforge.sandbox.isolation import sandbox_status
 from masforge.search import events as ev
 from masforge.search.config import RunConfig
-from masforge.search.context import Proposal, SearchContext, stored_by_failing_provider
+from masforge.search.context import SearchContext
+from masforge.search.events import LoggedCandidate
 from masforge.search.fitness import Fitness
+from masforge.search.pipeline import stored_by_failing_provider
 from masforge.search.plan import SearchPlan, make_plan, plan_lines
 from masforge.search.population import Candidate, front
 from masforge.search.progress import SearchProgress
+from masforge.search.proposal import Proposal
+from masforge.search.racing import RaceTheIncumbent
 from masforge.search.references import (
     LIBRARY,
     References,
@@ -54,6 +57,7 @@ from masforge.search.references import (
     given_references,
     library_seeds,
 )
+from masforge.search.replay import Replay, read_log
 from masforge.search.strategies import Strategy, get_strategy
 from masforge.search.strategies.tune import STUDY_FILE
 from masforge.search.verdict import SearchVerdict, TestScore, held_out_side, search_verdict
@@ -259,23 +263,6 @@ def _lm_prices(client: LMClient) -> dict[str, tuple[bool, bool]]:
     return out
 
 
-def _read_log(path: Path) -> list[dict[str, Any]]:
-    """The candidate rows of a run's events.jsonl, each with its position ``seq`` (older logs: by order)."""
-    rows: list[dict[str, Any]] = []
-    if not path.is_file():
-        return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill
-        if isinstance(row, dict) and row.get("event") == "candidate":
-            if not isinstance(row.get("seq"), int):
-                row["seq"] = len(rows)
-            rows.append(row)
-    return rows
-
-
 def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None, progress: bool = True,
                task: Task | None = None, archive: ArchiveLike | None = None, console: Any = None,
                executor: Executor | None = None) -> SearchResult:
@@ -311,8 +298,8 @@ def run_search(cfg: RunConfig | None = None, *, resume: str | Path | None = None
     warnings += plan_warnings
     ctx = SearchContext(task_obj, run.evaluator, run.client, run.archive, run_id=run_dir.name, budget=cfg.budget,
                         seed=cfg.seed, on_event=_listener(ui, events, run.ledger), fitness=Fitness(cfg.cost_weight),
-                        run_dir=run_dir, race=run.race)
-    ctx.expect(run.log)
+                        run_dir=run_dir, racing=RaceTheIncumbent(run.race) if run.race else None,
+                        replay=Replay(run.log))
     ui.attach(ctx)
     notices = [ev.Notice(text=line, warning=line in warnings) for line in [*plan_text, *warnings]]
     if run.log:
@@ -363,7 +350,7 @@ class _Run:
     search_budget: Budget
     """The search's share of the budget (the rest is kept for the held-out re-scoring)."""
     ledger: Ledger
-    log: list[dict[str, Any]]
+    log: list[LoggedCandidate]
     """The candidate log of the stopped run a resume replays (empty for a new run)."""
     client: LMClient
     executor: Executor
@@ -398,13 +385,13 @@ def _open_run(cfg: RunConfig, run_dir: Path, task: Task, lms: dict[str, LMConfig
                 evaluator, race)
 
 
-def _resume_ledger(ledger: Ledger, run_dir: Path) -> list[dict[str, Any]]:
+def _resume_ledger(ledger: Ledger, run_dir: Path) -> list[LoggedCandidate]:
     """Continue the stopped run's spending in ``ledger``; returns its candidate log (what the replay checks)."""
-    log = _read_log(run_dir / "events.jsonl")
+    log = read_log(run_dir / "events.jsonl")
     if (run_dir / "ledger.jsonl").is_file():
         ledger.resume()  # the same ledger: what the earlier sessions spent counts
     elif log:
-        spent = log[-1].get("spent") or {}  # a run from before the ledger journal: its last known totals
+        spent = log[-1].spent  # a run from before the ledger journal: its last known totals
         ledger.calls, ledger.dollars = int(spent.get("llm_calls", 0)), float(spent.get("dollars", 0.0))
         ledger.prompt_tokens = int(spent.get("prompt_tokens", 0))
         ledger.completion_tokens = int(spent.get("completion_tokens", 0))
@@ -421,7 +408,7 @@ def _listener(ui: SearchProgress, events: TextIO, ledger: Ledger) -> Callable[[e
     def on_event(event: ev.Event) -> None:
         ui(event)
         if isinstance(event, ev.Admitted) and not event.replayed:
-            events.write(json.dumps(redact_data(event.log_row(ledger.snapshot())), default=str) + "\n")
+            events.write(json.dumps(redact_data(event.logged(ledger.snapshot()).row()), default=str) + "\n")
             events.flush()
             ledger.mark()
 
@@ -442,8 +429,9 @@ def _run_strategies(ctx: SearchContext, ui: SearchProgress, notices: list[ev.Not
                     if ctx.known(g) is None:
                         ctx.try_submit(Proposal(g, [], "seed", "hand-designed seed"), strategy="seed")
                 _run_pipeline(ctx, pipeline, budget)
-                if ctx.incomplete and not ctx.should_stop():
-                    ctx.emit(ev.Notice(text=f"evaluating again {len(ctx.incomplete)} candidates whose examples "
+                owed = ctx.pipeline.retries.owed
+                if owed and not ctx.should_stop():
+                    ctx.emit(ev.Notice(text=f"evaluating again {len(owed)} candidates whose examples "
                                             "were too often unscored", warning=False))
                     ctx.retry_incomplete()
                 ctx.should_stop()
@@ -493,20 +481,21 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
         references = References(None, None, note="no held-out stage ran (--test-top-k 0, or the task has no held-out "
                                                  "examples), so no reference was compared")
     outage = None
-    if ctx.unscored_examples or ctx.incomplete_seen or stop_reason in HALTS:
-        outage = {"unscored_examples": ctx.unscored_examples,
-                  "incomplete_candidates": ctx.unscored_candidates,
-                  "error": next((e for e in ctx.outage_errors if e), ""),
+    retries, tally = ctx.pipeline.retries, ctx.pipeline.tally
+    if retries.unscored_examples or retries.seen or stop_reason in HALTS:
+        outage = {"unscored_examples": retries.unscored_examples,
+                  "incomplete_candidates": retries.unscored_candidates,
+                  "error": next((e for e in retries.errors if e), ""),
                   "failed_requests": dict(ledger.failures),
                   "message": ctx.stopped.message if ctx.stopped and ctx.stopped.limit in HALTS else ""}
     budget_info = {"limits": cfg.budget.model_dump(), "search": run.search_budget.model_dump(),
                    "spent_search": search_spent, "overshoot_search": search_overshoot, "overshoot": ledger.overshoot(),
                    "max_in_flight": ledger.max_in_flight}
-    stats = {"evaluated": ctx.evaluated, "rejected": ctx.rejected, "duplicates": ctx.duplicates,
-             "reused": ctx.reused, "restored": ctx.restored, "generations": ctx.generation, "waited": ctx.waited,
-             "incomplete": len(ctx.unscored_candidates), "incomplete_seen": ctx.incomplete_seen,
-             "unscored_examples": ctx.unscored_examples, "replayed": min(len(run.log), len(ctx.population)),
-             "diverged_at": ctx.diverged, "race_drops": ctx.race_drops,
+    stats = {"evaluated": ctx.evaluated, "rejected": tally.rejected, "duplicates": tally.duplicates,
+             "reused": tally.reused, "restored": tally.restored, "generations": ctx.generation, "waited": tally.waited,
+             "incomplete": len(retries.unscored_candidates), "incomplete_seen": retries.seen,
+             "unscored_examples": retries.unscored_examples, "replayed": min(len(run.log), len(ctx.population)),
+             "diverged_at": ctx.replay.diverged, "race_drops": tally.race_drops,
              "incumbent": ctx.incumbent.id if ctx.incumbent else None, "credit": ctx.credit.summary(),
              # new systems scored with no new LM call (every answer they needed was in the answer cache)
              "free": sum(1 for c in ctx.population if c.id not in seed_ids and not c.reused and not c.llm_calls),
@@ -548,12 +537,12 @@ def _rescore_on_test(cfg: RunConfig, ctx: SearchContext, task: Task, client: LMC
         prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
         unscored, stopped = 0, None
         if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
-            with ctx.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
+            with ctx.pipeline.claim(cand.genome, cfg.test_split):  # a search sharing the archive may be scoring it
                 prev = archive.get_result(cand.id, task.name, cfg.test_split, tester.lm_key)
                 if prev is None or prev.n != len(tester.examples) or stored_by_failing_provider(prev):
-                    rep = tester.evaluate(cand.genome, progress=ctx.announce(cand.genome, tester))
+                    rep = tester.evaluate(cand.genome, progress=ctx.pipeline.announce(cand.genome, tester))
                     # per-example scores kept (example_scores): the verdict pairs the found system with the best seed
-                    prev = ResultRecord.from_summary(rep.summary(), run=ctx.run_id)
+                    prev = rep.result(run=ctx.run_id)
                     unscored, stopped = rep.unscored, rep.stopped
                     if rep.stopped is None and not rep.incomplete:
                         archive.add_result(cand.id, prev)  # a cut or incomplete re-scoring is never a score
@@ -594,7 +583,7 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
         if prev is not None and prev.n == len(tester.examples) and not stored_by_failing_provider(prev):
             scores, dollars = dict(prev.example_scores), prev.dollars
         else:
-            rep = tester.evaluate(genome, progress=ctx.announce(genome, tester))
+            rep = tester.evaluate(genome, progress=ctx.pipeline.announce(genome, tester))
             scores, dollars = rep.example_scores(), rep.dollars
         return Side(name=genome.name, genome_id=genome.id, task=cfg.task, split=cfg.test_split, lm_key="",
                     scores=scores, dollars=dollars, tokens=0, llm_calls=0, planned=len(tester.examples),
@@ -602,8 +591,9 @@ def _check_references(run: _Run, ctx: SearchContext, given: list[Genome], test_s
 
     library = library_seeds(task) if LIBRARY in cfg.references else None
     best_new = held_out_side(found, cfg.task, cfg.test_split, tester.split_size) if found else None
+    announce = ctx.pipeline.announce
     return check_references(given, library, best_new, held_out, ctx.evaluator, run.archive, run.race, ctx.emit,
-                            announce=lambda genome, evaluator: ctx.announce(genome, evaluator, operator="reference"))
+                            announce=lambda genome, evaluator: announce(genome, evaluator, operator="reference"))
 
 
 def _brief(c: Candidate | None) -> dict[str, Any] | None:

@@ -2,9 +2,9 @@
 
 A :class:`~masforge.search.context.SearchContext` hands each event to its ``on_event`` listener (the engine's, which
 shows it in the live view and logs admitted candidates to ``events.jsonl``; or your own, when you build a context
-yourself). Every event class has a ``kind``: the name it has in ``events.jsonl`` (its ``event`` field) and the name
-strategies written for older versions of masforge emit it by (``ctx.emit("note", strategy=..., message=...)``, see
-:func:`make_event`). :data:`EVENTS` maps each kind to its class.
+yourself). Strategies emit event objects (``ctx.emit(Note(strategy=..., message=...))``); every event class has a
+``kind``, the name it has in ``events.jsonl`` (its ``event`` field), and :data:`EVENTS` maps each kind to its class.
+An admitted candidate's line in ``events.jsonl`` is read back as a :class:`LoggedCandidate`, what a resume replays.
 """
 
 from __future__ import annotations
@@ -40,19 +40,6 @@ class Event:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def make_event(kind: str, **data: Any) -> Event:
-    """The event of ``kind`` with fields ``data``; an unknown kind or field is an error at once."""
-    cls = EVENTS.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown search event kind '{kind}'; use one of {', '.join(sorted(EVENTS))} "
-                         "(classes of masforge.search.events)")
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise TypeError(f"search event '{kind}' ({cls.__name__}): {exc}; its fields are "
-                        f"{', '.join(f.name for f in fields(cls))}") from None
-
-
 # ------------------------------------------------------------------------------------------------ candidates
 
 
@@ -69,12 +56,50 @@ class Admitted(Event, kind="candidate"):
     rng: str
     replayed: bool
 
-    def log_row(self, spent: dict[str, Any]) -> dict[str, Any]:
-        """The event's line in ``events.jsonl`` (``spent``: the ledger's totals), the log a resume replays."""
+    def logged(self, spent: dict[str, Any]) -> LoggedCandidate:
+        """The event as ``events.jsonl`` keeps it (``spent``: the ledger's totals), the log a resume replays."""
         c = self.candidate
-        return {"t": time.time(), "event": self.kind, "id": c.id, "name": c.genome.name, "score": c.score,
-                "dollars": c.dollars, "operator": c.operator, "strategy": c.strategy, "reused": self.reused,
-                "seq": self.seq, "rng": self.rng, "spent": spent}
+        return LoggedCandidate(t=time.time(), id=c.id, name=c.genome.name, score=c.score, dollars=c.dollars,
+                               operator=c.operator, strategy=c.strategy, reused=self.reused, seq=self.seq,
+                               rng=self.rng, spent=dict(spent))
+
+
+@dataclass(frozen=True)
+class LoggedCandidate:
+    """An :class:`Admitted` event as a line of ``events.jsonl`` holds it, written and read back typed: the log a
+    resume replays and checks its candidates against (see :mod:`masforge.search.replay`)."""
+
+    t: float
+    id: str
+    name: str
+    score: float
+    dollars: float
+    operator: str
+    strategy: str
+    reused: bool
+    seq: int
+    """Its position among the run's admitted candidates."""
+    rng: str | None
+    """A fingerprint of the search's RNG when it was admitted (None in a log written before runs kept one)."""
+    spent: dict[str, Any]
+    """The ledger's totals then."""
+
+    def row(self) -> dict[str, Any]:
+        """Its line of ``events.jsonl`` (the fields, in the order, of every run since the log began)."""
+        return {"t": self.t, "event": Admitted.kind, "id": self.id, "name": self.name, "score": self.score,
+                "dollars": self.dollars, "operator": self.operator, "strategy": self.strategy, "reused": self.reused,
+                "seq": self.seq, "rng": self.rng, "spent": self.spent}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], position: int) -> LoggedCandidate:
+        """A candidate line read back; ``position`` is its place in the log, its ``seq`` in a log written before
+        positions were kept. Fields an older log lacks are empty; a value of the wrong type is a ValueError."""
+        seq, rng, spent = row.get("seq"), row.get("rng"), row.get("spent")
+        return cls(t=float(row.get("t") or 0.0), id=str(row.get("id") or ""), name=str(row.get("name") or ""),
+                   score=float(row.get("score") or 0.0), dollars=float(row.get("dollars") or 0.0),
+                   operator=str(row.get("operator") or ""), strategy=str(row.get("strategy") or ""),
+                   reused=bool(row.get("reused")), seq=seq if isinstance(seq, int) else position,
+                   rng=rng if isinstance(rng, str) else None, spent=spent if isinstance(spent, dict) else {})
 
 
 @dataclass(frozen=True)

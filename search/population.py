@@ -1,5 +1,6 @@
-"""The candidates a search has seen: their quality-vs-cost front and their novelty against what exists.
-(Picking parents among them is :mod:`masforge.search.selection`.)"""
+"""The candidates a search has seen: the population a run admitted and its incumbent, their quality-vs-cost front
+and their novelty against what exists. (Picking parents among them is :mod:`masforge.search.selection`; when a
+candidate becomes the incumbent is :mod:`masforge.search.acceptance`.)"""
 
 from __future__ import annotations
 
@@ -78,6 +79,43 @@ class Candidate:
                 f"  got: {str(note.get('got', ''))[:200]}\n  error: {note.get('error') or '-'}"
             )
         return "\n".join(parts)
+
+
+class Population:
+    """The candidates one run admitted, in order, found by genome id and by structure id, and the incumbent."""
+
+    def __init__(self) -> None:
+        self.members: list[Candidate] = []
+        self.by_id: dict[str, Candidate] = {}
+        self.by_structure: dict[str, Candidate] = {}
+        """Candidates by structure id (the genome up to its agents' names): a renamed twin is a duplicate."""
+        self.incumbent: Candidate | None = None
+        """The best system so far by a paired comparison over the whole selection set (set by the acceptance)."""
+        self.since_best = 0
+        """Candidates admitted since the best fitness last improved (what ``patience`` counts)."""
+
+    def twin(self, genome: Genome) -> Candidate | None:
+        """The candidate that is ``genome``, maybe under other agent names (None: a new design)."""
+        return self.by_id.get(genome.id) or self.by_structure.get(genome.structure_id)
+
+    def best(self, k: int = 1) -> list[Candidate]:
+        """Top ``k`` by fitness (cheaper first on ties); candidates scored on the whole set come before those a race
+        or cascade stopped early (a score over a few examples is not comparable), and the incumbent first."""
+
+        def key(c: Candidate) -> tuple[bool, bool, float, float]:
+            return (c is not self.incumbent, c.pruned, -c.fitness, c.dollars)
+
+        return sorted(self.members, key=key)[:k]
+
+    def add(self, cand: Candidate) -> bool:
+        """Admit ``cand`` (after the acceptance had its say); returns whether it improved on the best so far."""
+        prev = self.best(1)
+        self.members.append(cand)
+        self.by_id[cand.id] = cand
+        self.by_structure.setdefault(cand.genome.structure_id, cand)
+        improved = not prev or cand.fitness > prev[0].fitness
+        self.since_best = 0 if improved else self.since_best + 1
+        return improved
 
 
 def front(cands: Sequence[Candidate]) -> list[Candidate]:

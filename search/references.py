@@ -22,10 +22,10 @@ from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.genome.validate import problems
 from masforge.search import events as ev
-from masforge.search.context import stored_by_failing_provider
+from masforge.search.pipeline import stored_by_failing_provider
 
 Announce = Callable[[Genome, Evaluator], Callable[[int, int, EvalReport], None]]
-"""Says an evaluation starts and returns its progress callback (:meth:`SearchContext.announce`)."""
+"""Says an evaluation starts and returns its progress callback (the search pipeline's ``announce``)."""
 
 LIBRARY = "library"
 """The reference name meaning every shipped seed that runs on the task."""

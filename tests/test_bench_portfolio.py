@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from masforge.archive.records import ResultRecord
 from masforge.archive.store import Archive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import get_task
@@ -52,7 +51,7 @@ def test_bench_portfolio_builds_compares_and_writes_its_results(tmp_path: Path) 
     with Archive.open(tmp_path / "archive", create=True) as archive:
         for genome in (load_seed("io"), load_seed("self_consistency"), parse_genome_text(COLOUR, "colour.py", "py")):
             archive.add(genome)
-            archive.add_result(genome.id, ResultRecord.from_summary(evaluator.evaluate(genome).summary()))
+            archive.add_result(genome.id, evaluator.evaluate(genome).result())
     env = {k: v for k, v in os.environ.items() if k != "MASFORGE_LOCAL_API_BASE"}
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", MASFORGE_LM_CACHE=str(cache))
     out = tmp_path / "results" / "portfolio.md"

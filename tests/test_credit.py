@@ -6,7 +6,7 @@ import random
 from collections import Counter
 
 from masforge.genome.schema import Genome
-from masforge.search.context import Proposal, SearchContext
+from masforge.search.context import Proposal
 from masforge.search.credit import FAILURE_EDITS, FAILURE_PRIOR, FIRST_REMEDIES, Credit, failure_prior
 from masforge.search.operators.structural import EDITS, mutate, mutate_with, without_agent
 from masforge.search.population import Candidate
@@ -103,13 +103,6 @@ def test_without_agent_is_an_ablation_that_keeps_the_system_valid():
     assert without_agent(load_seed("io"), "answerer") is None  # the only agent
 
 
-def _ctx_with(incumbent: Candidate) -> SearchContext:
-    ctx = SearchContext.__new__(SearchContext)
-    ctx.incumbent, ctx.credit, ctx.on_event = incumbent, Credit(), None
-    ctx.population, ctx.by_id, ctx.rng = [incumbent], {incumbent.id: incumbent}, random.Random(0)
-    return ctx
-
-
 def _cand(genome: Genome, values: dict[str, float], **kw: object) -> Candidate:
     score = sum(values.values()) / len(values)
     return Candidate(genome=genome, score=score, fitness=score, example_values=values, **kw)  # type: ignore[arg-type]
@@ -118,30 +111,28 @@ def _cand(genome: Genome, values: dict[str, float], **kw: object) -> Candidate:
 def test_ablations_are_proposed_once_per_incumbent_and_credit_its_agents():
     g = load_seed("debate")
     inc = _cand(g, {"a": 1.0, "b": 1.0, "c": 0.0})
-    ctx = _ctx_with(inc)
-    props = ctx.ablations()
+    credit = Credit()
+    props = credit.ablations(inc)
     assert props and all(p.operator == "ablate" and p.parents == [inc.id] for p in props)
-    assert ctx.ablations() == []  # once per incumbent
+    assert credit.ablations(inc) == []  # once per incumbent
     p = props[0]
     weaker = _cand(p.genome, {"a": 1.0, "b": 0.0, "c": 0.0})
-    ctx.population.append(weaker)
-    ctx.by_id[weaker.id] = weaker
-    ctx._credit(p, weaker, new=True)
+    credit.credit_proposal(p, [inc], weaker, new=True)
     ablated = p.info["ablated"]
-    assert ctx.credit.agent_credit(inc.id) == {ablated: 1 / 3}
-    assert ctx.credit.summary()["operators"]["ablate"]["pulls"] == 1
+    assert credit.agent_credit(inc.id) == {ablated: 1 / 3}
+    assert credit.summary()["operators"]["ablate"]["pulls"] == 1
 
 
 def test_an_operator_wins_only_with_a_fitter_child_scored_on_the_whole_set():
     parent = _cand(load_seed("io"), {"a": 0.0, "b": 1.0})
-    ctx = _ctx_with(parent)
+    credit = Credit()
     child = _cand(load_seed("cot"), {"a": 1.0, "b": 1.0}, llm_calls=3, cache_hits=1)
-    ctx._credit(Proposal(child.genome, [parent.id], "structural_mutate", info={"arm": "add_test_gate"}), child,
-                new=True)
+    credit.credit_proposal(Proposal(child.genome, [parent.id], "structural_mutate", info={"arm": "add_test_gate"}),
+                           [parent], child, new=True)
     dropped = _cand(load_seed("self_refine"), {"a": 1.0, "b": 1.0}, pruned=True)
-    ctx._credit(Proposal(dropped.genome, [parent.id], "structural_mutate", info={"arm": "rewire"}), dropped,
-                new=True)
-    ops = ctx.credit.summary()["operators"]
+    credit.credit_proposal(Proposal(dropped.genome, [parent.id], "structural_mutate", info={"arm": "rewire"}),
+                           [parent], dropped, new=True)
+    ops = credit.summary()["operators"]
     assert ops["add_test_gate"]["wins"] == 1 and ops["add_test_gate"]["new_calls"] == 3
     assert ops["add_test_gate"]["cached_calls"] == 1
     assert ops["rewire"]["wins"] == 0 and ops["rewire"]["pulls"] == 1

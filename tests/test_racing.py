@@ -12,8 +12,8 @@ from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
 from masforge.lm.client import LMClient
+from masforge.search.acceptance import PairedWin, Win
 from masforge.search.config import RunConfig
-from masforge.search.context import SearchContext
 from masforge.search.population import Candidate
 from masforge.seeds import load_seed
 from tests.test_lm_runner import counting_fake, question_task
@@ -106,18 +106,15 @@ def _cand(name: str, values: dict[str, float], pruned: bool = False) -> Candidat
 
 
 def test_the_incumbent_changes_only_on_a_whole_set_paired_win():
-    ctx = SearchContext.__new__(SearchContext)  # only the incumbent bookkeeping is exercised
-    ctx.incumbent, ctx.on_event = None, None
+    accept = PairedWin()
     first = _cand("first", {"a": 1.0, "b": 0.0, "c": 0.0})
-    ctx._consider(first)
-    assert ctx.incumbent is first
-    ctx._consider(_cand("dropped", {"a": 1.0, "b": 1.0}, pruned=True))  # a race stopped it: never the incumbent
-    assert ctx.incumbent is first
-    ctx._consider(_cand("tie", {"a": 0.0, "b": 1.0, "c": 0.0}))  # the same mean: the incumbent stays
-    assert ctx.incumbent is first
-    better = _cand("better", {"a": 1.0, "b": 1.0, "c": 0.0})
-    ctx._consider(better)
-    assert ctx.incumbent is better
+    assert accept.accepts(_cand("dropped", {"a": 1.0}, pruned=True), None) is None  # never, even as the first
+    assert accept.accepts(first, None) == Win()  # the first candidate scored on the whole set
+    # a race stopped it: never the incumbent
+    assert accept.accepts(_cand("dropped", {"a": 1.0, "b": 1.0}, pruned=True), first) is None
+    assert accept.accepts(_cand("tie", {"a": 0.0, "b": 1.0, "c": 0.0}), first) is None  # the same mean: it stays
+    win = accept.accepts(_cand("better", {"a": 1.0, "b": 1.0, "c": 0.0}), first)
+    assert win is not None and win.n == 3 and win.diff == pytest.approx(1 / 3)
 
 
 def test_the_search_command_races_unless_told_not_to(monkeypatch: pytest.MonkeyPatch):

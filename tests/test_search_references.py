@@ -87,10 +87,10 @@ def test_a_seed_that_cannot_run_here_is_left_out_of_the_race(monkeypatch: pytest
 
     real = runner.compile_genome
 
-    def no_sandbox(genome: Genome, client: LMClient):
+    def no_sandbox(genome: Genome, client: LMClient, **options: bool):
         if genome.kind == "code":
             raise SandboxUnavailable("the file-system layer is missing")
-        return real(genome, client)
+        return real(genome, client, **options)
 
     monkeypatch.setattr(runner, "compile_genome", no_sandbox)
     code = load_seed("code_ensemble")

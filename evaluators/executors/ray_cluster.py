@@ -126,7 +126,9 @@ class EvalWorker:
             if found is None:
                 job: WorkerJob = ray.get(refs[0])
                 client = self._client(job.client)
-                system = compile_genome(job.genome, client) if isinstance(job.genome, Genome) else job.genome(client)
+                # the driver compiled (so validated) the genome before it sent the job
+                system = (compile_genome(job.genome, client, validated=True) if isinstance(job.genome, Genome)
+                          else job.genome(client))
                 found = self._jobs[key] = (system, job)
                 while len(self._jobs) > 8:
                     self._jobs.popitem(last=False)

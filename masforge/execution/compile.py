@@ -78,8 +78,9 @@ def agent_adapter(agent: Agent, client: LMClient) -> str:
 class CompiledSystem:
     """A runnable config genome: call it with the genome's input fields."""
 
-    def __init__(self, genome: Genome, client: LMClient) -> None:
-        validate(genome)
+    def __init__(self, genome: Genome, client: LMClient, *, validated: bool = False) -> None:
+        if not validated:
+            validate(genome)
         self.genome = genome
         self.client = client
         self.spec = system_spec(genome)
@@ -117,16 +118,18 @@ class CompiledSystem:
         return SystemResult(outputs=outputs, trace=trace, candidates=candidates)
 
 
-def compile_genome(genome: Genome, client: LMClient) -> Callable[..., SystemResult]:
-    """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward). A system that runs
-    generated code (a code genome, an agent with the ``python`` tool) is refused here, before anything is paid,
-    when the sandbox lacks a layer the user has not agreed to go without (:class:`SandboxUnavailable`)."""
-    if genome.kind == "portfolio":  # each member compiles here, as it would alone
+def compile_genome(genome: Genome, client: LMClient, *, validated: bool = False) -> Callable[..., SystemResult]:
+    """A callable system for ``genome`` (config: dspy modules; code: the sandboxed forward); ``validated``: the
+    caller has validated it already (a search does, once per evaluation), else it is validated here. A system that
+    runs generated code (a code genome, an agent with the ``python`` tool) is refused here, before anything is
+    paid, when the sandbox lacks a layer the user has not agreed to go without (:class:`SandboxUnavailable`)."""
+    if genome.kind == "portfolio":  # each member compiles here, as it would alone (validated with the portfolio)
         from masforge.execution.portfolio_system import PortfolioSystem
 
-        return PortfolioSystem(genome, client, compile_genome)
+        return PortfolioSystem(genome, client, lambda member, c: compile_genome(member, c, validated=True),
+                               validated=validated)
     if genome.kind == "code" or any("python" in a.tools for a in genome.agents):
         isolation().require_file_system_layer()
     if genome.kind == "code":
-        return CodeSystem(genome, client)
-    return CompiledSystem(genome, client)
+        return CodeSystem(genome, client, validated=validated)
+    return CompiledSystem(genome, client, validated=validated)
