@@ -340,8 +340,8 @@ def test_evaluate_and_compare_exit_non_zero_on_a_refused_key(tmp_path: Path) -> 
 
 
 def test_evaluate_on_a_local_server_that_is_down_exits_non_zero(tmp_path: Path) -> None:
+    from masforge import local_model
     from masforge.ports import free_port
-    from masforge.runtime import local_model
 
     env = {local_model.EXTERNAL_API_BASE_ENV: f"http://127.0.0.1:{free_port()}/v1"}
     res = _evaluate("cot", "--task", "humaneval", "--lm", "local", "--limit", "2", "--no-cache", env=env)
