@@ -85,3 +85,37 @@ def test_a_search_stopped_by_each_limit_names_its_flag(tmp_path: Path, field: st
     res = CliRunner().invoke(app, [*args, *STOPPING[field]], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert f"stopped: {limit.stopped};" in res.output and limit.flag in limit.stopped, res.output
+
+
+def test_the_search_limits_are_declared_in_the_search_and_the_spending_ones_in_lm() -> None:
+    """lm/ knows only what the LM ledger checks; candidates and patience are the search's, declared beside it."""
+    from masforge.lm.budget import SPEND_LIMITS
+    from masforge.lm.budget import Budget as SpendBudget
+    from masforge.search.budget import SEARCH_LIMITS
+
+    assert set(SpendBudget.model_fields) == set(SPEND_LIMITS) and all(limit.spend for limit in SPEND_LIMITS.values())
+    assert not any(limit.spend for limit in SEARCH_LIMITS.values())
+    assert BUDGET_LIMITS == {**SPEND_LIMITS, **SEARCH_LIMITS} == SearchBudget.declared()
+
+
+def test_evaluate_and_compare_share_one_option_definition() -> None:
+    """The options both commands take are the same options (flags, help, defaults), from one definition."""
+    import typer.main
+
+    def shared(name: str) -> dict[str, tuple[object, ...]]:
+        command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+        own = {"task", "split", "output", "help"}
+        return {p.name: (tuple(p.opts), p.help, p.default) for p in command.params
+                if p.param_type_name == "option" and p.name not in own}
+
+    evaluate, compare = shared("evaluate"), shared("compare")
+    assert evaluate == compare
+    assert {"limit", "lm", "concurrency", "no_cache", "budget_usd", "max_calls"} <= set(evaluate)
+    from typing import get_type_hints
+
+    from masforge.cli.evaluate import compare as compare_command
+    from masforge.cli.evaluate import evaluate as evaluate_command
+    from masforge.cli.options import EvalOptions
+
+    for command in (evaluate_command, compare_command):  # both read their shared options as one object
+        assert get_type_hints(command.__wrapped__)["options"] is EvalOptions  # type: ignore[attr-defined]
