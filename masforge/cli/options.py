@@ -115,13 +115,12 @@ def _with_parameters(command: Callable[..., None], into: str, after: str, added:
     return wrapped
 
 
-def limit_options(fields: tuple[str, ...], *, after: str, stop_help: bool = False,
+def limit_options(fields: tuple[str, ...], *, after: str,
                   show_defaults: dict[str, str] | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command one option per budget limit in ``fields`` (in that order, after its parameter ``after``),
-    each made from the limit's declaration in :data:`BUDGET_LIMITS`. The command takes ``limits``: the limits the
-    user set, by budget field, in the budget's units. ``stop_help``: help "Stop after this many <unit>." instead
-    of the search's."""
-    added = _limit_parameters(fields, stop_help, show_defaults)
+    each made from the limit's declaration in :data:`BUDGET_LIMITS` (flag, help). The command takes ``limits``:
+    the limits the user set, by budget field, in the budget's units."""
+    added = _limit_parameters(fields, False, show_defaults)
     return lambda command: _with_parameters(command, "limits", after, added,
                                             functools.partial(_given_limits, fields))
 
