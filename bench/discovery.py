@@ -49,7 +49,7 @@ from masforge.evaluators.stats import paired_difference  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.genome.io import dump_genome, load_genome, parse_genome_text, save_genome  # noqa: E402
 from masforge.lm.client import LMClient, parse_lm  # noqa: E402
-from masforge.runtime.local_model import shutdown_local_servers  # noqa: E402
+from masforge.local_model import shutdown_local_servers  # noqa: E402
 from masforge.seeds import resolve_genome  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -484,8 +484,8 @@ def _command_args(argv: list[str]) -> str:
 
 
 def _server() -> str:
-    from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
-    from masforge.runtime.local_model.llama_server import configured_slots, server_binary
+    from masforge.local_model import EXTERNAL_API_BASE_ENV
+    from masforge.local_model.llama_server import configured_slots, server_binary
 
     external = os.environ.get(EXTERNAL_API_BASE_ENV, "").strip()
     if external:  # a server started beside the run: ask it how many slots

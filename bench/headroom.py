@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     except MasforgeError as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
-        from masforge.runtime.local_model import shutdown_local_servers
+        from masforge.local_model import shutdown_local_servers
 
         shutdown_local_servers()
     if args.json:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from masforge import local_model  # noqa: E402
 from masforge.evaluators.runner import Evaluator  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.lm.client import LMClient, LMConfig  # noqa: E402
-from masforge.runtime import local_model  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -9,7 +9,7 @@ It prints and writes:
 * each system's score, and per pair the questions only one of them solves and the pair's oracle (best per
   question);
 * the router's room: the questions where the systems' scores differ (elsewhere any pick scores the same). A
-  router (logistic regression over :func:`masforge.execution.standalone.router.question_features`, the
+  router (logistic regression over :func:`masforge.standalone.router.question_features`, the
   portfolio's own features) is fitted on those questions alone, so nothing but the wins is learned, and its
   cross-validated accuracy there (mean over 10 shuffles of 5 folds, for three regularisations) is set against the
   base rate of always picking the system that wins there most often;
@@ -43,10 +43,10 @@ from common import RESULTS  # noqa: E402  (bench/ is the script's folder)
 from masforge.errors import MasforgeError  # noqa: E402
 from masforge.evaluators.runner import input_mapping  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
-from masforge.execution.standalone.router import question_features  # noqa: E402
 from masforge.search.fitness import Fitness  # noqa: E402
 from masforge.search.portfolio import _Router  # noqa: E402  (the portfolio's own router fitting)
 from masforge.seeds import load_seed  # noqa: E402
+from masforge.standalone.router import question_features  # noqa: E402
 
 SHUFFLES = 10
 FOLDS = 5

@@ -162,7 +162,7 @@ TUNE = """
     from masforge.evaluators.runner import Evaluator
     from masforge.evaluators.tasks import Task
     from masforge.lm.client import LMClient, LMConfig
-    from masforge.lm.budget import Budget
+    from masforge.search.budget import SearchBudget
     from masforge.search.context import SearchContext
     from masforge.search.events import Admitted
     from masforge.search.strategies.tune import Tune
@@ -176,7 +176,7 @@ TUNE = """
     paid = []
     archive = MemoryArchive() if archive_path == "memory" else Archive.open(archive_path, create=True)
     ctx = SearchContext(task, Evaluator(task, client, limit=4, concurrency=8), client, archive,
-                        run_id=f"p{os.getpid()}", budget=Budget(),
+                        run_id=f"p{os.getpid()}", budget=SearchBudget(),
                         on_event=lambda e: paid.append(1) if isinstance(e, Admitted) and not e.reused else None)
     base = load_seed("cot")
     Evaluator(task, client, limit=4, concurrency=8).evaluate(base)  # warm-up outside the archive: lazy imports

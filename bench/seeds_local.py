@@ -30,7 +30,7 @@ from masforge.evaluators.runner import READING_REVISION  # noqa: E402
 from masforge.evaluators.stats import bootstrap_ci  # noqa: E402
 from masforge.evaluators.tasks import get_task  # noqa: E402
 from masforge.lm.client import LMClient, parse_lm  # noqa: E402
-from masforge.runtime.local_model import get_spec  # noqa: E402
+from masforge.local_model import get_spec  # noqa: E402
 from masforge.seeds import seed_names  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.runtime.local_model.shared import shared_servers  # noqa: E402
+from masforge.local_model.shared import shared_servers  # noqa: E402
 from masforge.testing.fake_llama import fake_llama_env  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

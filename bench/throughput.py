@@ -32,8 +32,8 @@ from pathlib import Path
 
 from common import RESULTS, write_section
 
+from masforge.local_model import LocalServer, default_threads, llama_cpp_version, model_path
 from masforge.ports import free_port
-from masforge.runtime.local_model import LocalServer, default_threads, llama_cpp_version, model_path
 
 BEGIN, END = "<!-- throughput:begin (bench/throughput.py) -->", "<!-- throughput:end -->"
 

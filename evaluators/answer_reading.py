@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from masforge.execution.standalone.reading import split_final_answer
+from masforge.standalone.reading import split_final_answer
 
 
 def answer_of(outputs: Any) -> Any:

@@ -12,7 +12,7 @@ from masforge.errors import SandboxError
 from masforge.evaluators.answer_reading import answer_of, as_text
 from masforge.evaluators.example import Example
 from masforge.evaluators.score import Score
-from masforge.execution.standalone.reading import unfenced_code
+from masforge.standalone.reading import unfenced_code
 
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 

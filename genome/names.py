@@ -24,10 +24,10 @@ TESTS_FIELD = "tests"
 VERDICTS = ("pass", "fail")
 """The verdicts a conditional edge can route on."""
 ADAPTERS = ("auto", "chat", "json", "plain")
-"""How an agent's module talks to its LM (see :mod:`masforge.execution.standalone.adapters`)."""
+"""How an agent's module talks to its LM (see :mod:`masforge.standalone.adapters`)."""
 AdapterName = Literal["auto", "chat", "json", "plain"]
 
-# A portfolio router's feature map (computed in :mod:`masforge.execution.standalone.router`): its version and size,
+# A portfolio router's feature map (computed in :mod:`masforge.standalone.router`): its version and size,
 # which a genome's checks need without the runtime.
 FEATURE_VERSION = 1
 NUMERIC_FEATURES = ("log_chars", "log_lines", "doctest_lines", "assert_lines", "stated_examples", "has_def",

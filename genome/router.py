@@ -1,7 +1,7 @@
 """A portfolio genome's router as data: the numbers of a linear classifier over a stateless question feature map.
 
 The numbers are what scikit-learn's LogisticRegression learned (``coef_``, ``intercept_``, ``classes_``); the
-feature map and the prediction are plain Python in :mod:`masforge.execution.standalone.router`, so a router loads
+feature map and the prediction are plain Python in :mod:`masforge.standalone.router`, so a router loads
 safely (no pickle) and an exported portfolio computes the same choice without scikit-learn.
 """
 

@@ -38,7 +38,7 @@ _LAZY = {
     "compare": ("masforge.evaluators.compare", "compare"),
     "LMClient": ("masforge.lm.client", "LMClient"),
     "LMConfig": ("masforge.lm.client", "LMConfig"),
-    "Budget": ("masforge.lm.budget", "Budget"),
+    "Budget": ("masforge.search.budget", "SearchBudget"),  # every limit of a search, spending ones included
     "register_tool": ("masforge.sandbox.tools", "register_tool"),
     "Archive": ("masforge.archive.store", "Archive"),
     "RunConfig": ("masforge.search.config", "RunConfig"),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import ConfigError
+from masforge.search.budget import budget_data
 from masforge.search.config import DEFAULT_LIMIT
 
 
@@ -31,8 +32,9 @@ def optimize(
 
     ``task`` is a built-in task name (``"gsm8k"``, ``"rg:leg_counting"``, ...) or a
     :class:`masforge.evaluators.tasks.Task` (e.g. ``Task.from_callable(fn)``). ``budget`` is a dict of
-    ``max_dollars``, ``max_calls``, ``max_tokens``, ``max_candidates``, ``max_seconds``, ``patience`` — or an
-    int meaning ``max_candidates``. ``lm`` is a litellm model string, ``"local"`` (default) or ``"fake"``.
+    limits by field (those of :data:`masforge.search.budget.BUDGET_LIMITS`: ``max_dollars``, ``max_tokens``,
+    ``max_calls``, ``max_seconds``, ``max_candidates``, ``patience``) — or an int meaning ``max_candidates``.
+    ``lm`` is a litellm model string, ``"local"`` (default) or ``"fake"``.
     ``test_limit`` is the held-out examples per finalist (``"auto"``: three times ``limit``, at most 50).
     ``references`` names systems the best new system is compared with on the held-out split at the end (seed names,
     genome files, or ``"library"``: every shipped seed that runs on the task, raced on the selection set first);
@@ -48,8 +50,6 @@ def optimize(
     from masforge.search.config import DEFAULT_SEEDS, RunConfig
     from masforge.search.engine import run_search
 
-    if isinstance(budget, int):
-        budget = {"max_candidates": budget}
     task_obj = task if isinstance(task, Task) else None
     data = {
         "task": task_obj.name if task_obj else str(task), "strategy": strategy, "lm": lm, "meta_lm": meta_lm,
@@ -59,7 +59,7 @@ def optimize(
         "strategy_options": strategy_options or {}, **options,
     }
     if budget is not None:
-        data["budget"] = budget
+        data["budget"] = budget_data(budget)
     if not isinstance(task, Task | str):
         raise ConfigError(f"task must be a task name or a Task, got {type(task).__name__}")
     cfg = RunConfig.from_data(data, "optimize()")
@@ -75,7 +75,7 @@ def resume(run_dir: str | Path, *, budget: dict[str, Any] | int | None = None, c
 
     overrides: dict[str, Any] = {}
     if budget is not None:
-        overrides["budget"] = {"max_candidates": budget} if isinstance(budget, int) else budget
+        overrides["budget"] = budget_data(budget)
     if concurrency is not None:
         overrides["concurrency"] = concurrency
     cfg = None

@@ -3,7 +3,7 @@
 A package keeps its ``<name>.txt`` templates in its own folder (e.g. ``masforge.search.prompts``) and loads them
 with a :class:`Templates` of its own. The runtime's templates (agent roles, plain-chat formats,
 program-of-thought, refine, execution feedback) are the exception: they sit in
-``masforge/execution/standalone/templates/`` and are filled by :mod:`masforge.execution.standalone.prompts`,
+``masforge/standalone/templates/`` and are filled by :mod:`masforge.standalone.prompts`,
 because an exported system carries them as a literal.
 """
 

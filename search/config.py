@@ -15,6 +15,7 @@ from masforge.evaluators.splits import split_parts
 from masforge.input_limits import check_bytes, check_tree, load_yaml
 from masforge.lm.budget import Budget
 from masforge.redact import redact_data
+from masforge.search.budget import MaxCandidates, SearchBudget
 
 DEFAULT_SEEDS = ["io", "cot", "self_consistency", "self_refine", "debate"]
 AUTO = "auto"
@@ -40,8 +41,8 @@ def default_test_top_k(max_candidates: int | None) -> int:
     return MAX_TEST_TOP_K if max_candidates is None else max(1, min(MAX_TEST_TOP_K, max_candidates // 5))
 
 
-class SearchBudget(Budget):
-    """The budget of a search run: a :class:`Budget` whose candidate limit defaults to
+class RunBudget(SearchBudget):
+    """The budget of a search run: a :class:`SearchBudget` whose candidate limit defaults to
     :data:`DEFAULT_MAX_CANDIDATES`, also when the ``budget:`` section names other limits only. A default, not a
     given value (it is not in ``model_fields_set``), so a resume's budget flags override only what they name."""
 
@@ -72,7 +73,7 @@ class RunConfig(BaseModel):
     """Endpoint of the worker LM (an OpenAI-compatible server for an ``openai/`` model)."""
     api_key_env: str | None = None
     """Environment variable holding the worker LM's API key (None: the provider's own, e.g. OPENAI_API_KEY)."""
-    budget: SearchBudget = Field(default_factory=SearchBudget)
+    budget: RunBudget = Field(default_factory=RunBudget)
     """Limits of the whole run; the held-out re-scoring gets ``budget.test_share`` of each spend limit."""
     concurrency: int = Field(default=4, ge=1, le=256)
     split: str = DEFAULT_SPLIT
@@ -127,8 +128,8 @@ class RunConfig(BaseModel):
             data["test_limit"] = default_test_limit(limit if isinstance(limit, int) else None)
         if data.get("test_top_k", AUTO) == AUTO:
             budget = data.get("budget") or {}
-            cap = budget.get("max_candidates", DEFAULT_MAX_CANDIDATES) if isinstance(budget, dict) else getattr(
-                budget, "max_candidates", DEFAULT_MAX_CANDIDATES)
+            cap = budget.get(MaxCandidates.field, DEFAULT_MAX_CANDIDATES) if isinstance(budget, dict) else getattr(
+                budget, MaxCandidates.field, DEFAULT_MAX_CANDIDATES)
             data["test_top_k"] = default_test_top_k(cap if isinstance(cap, int) else None)
         return data
 
@@ -155,10 +156,10 @@ class RunConfig(BaseModel):
     @field_validator("budget", mode="before")
     @classmethod
     def _search_budget(cls, value: Any) -> Any:
-        """A plain :class:`Budget` given in Python becomes a :class:`SearchBudget` with the same given limits and
-        conditions (a limit it leaves unset keeps the search's default)."""
-        if isinstance(value, Budget) and not isinstance(value, SearchBudget):
-            return SearchBudget(value.conditions, **value.model_dump(include={"test_share"}, exclude_unset=True))
+        """A :class:`Budget` given in Python becomes a :class:`RunBudget` with the same given limits and conditions
+        (a limit it leaves unset keeps the search's default)."""
+        if isinstance(value, Budget) and not isinstance(value, RunBudget):
+            return RunBudget(value.conditions, **value.model_dump(include={"test_share"}, exclude_unset=True))
         return value
 
     @field_validator("seeds", "references", mode="before")

@@ -15,10 +15,11 @@ from masforge.archive.protocol import ArchiveLike
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget, Stop, Usage
+from masforge.lm.budget import Stop
 from masforge.lm.client import LMClient
 from masforge.search import events as ev
 from masforge.search.acceptance import Acceptance, PairedWin
+from masforge.search.budget import SearchBudget, SearchUsage
 from masforge.search.costing import COSTS_FILE, CostProbe, cheapest_first
 from masforge.search.credit import Credit
 from masforge.search.fitness import Fitness
@@ -37,14 +38,14 @@ class SearchContext:
     """Shared state of one search run (possibly several strategies in a pipeline)."""
 
     def __init__(self, task: Task, evaluator: Evaluator, client: LMClient, archive: ArchiveLike, *, run_id: str,
-                 budget: Budget | None = None, seed: int = 0, on_event: Callable[[ev.Event], None] | None = None,
+                 budget: SearchBudget | None = None, seed: int = 0, on_event: Callable[[ev.Event], None] | None = None,
                  strategy: str = "seed", fitness: Fitness | None = None, run_dir: Path | None = None,
                  outage_after: int = OUTAGE_AFTER, racing: Racing | None = None,
                  acceptance: Acceptance | None = None, replay: Replay | None = None) -> None:
         self.task, self.evaluator, self.client, self.archive = task, evaluator, client, archive
         self.run_id, self.run_dir = run_id, run_dir
         """The run folder, where strategies keep their own state (e.g. tune's optuna study); None: in memory."""
-        self.budget = budget if budget is not None else Budget(max_candidates=20)
+        self.budget = budget if budget is not None else SearchBudget(max_candidates=20)
         self.fitness = fitness or Fitness()
         """What selection maximises, the same for every kind of task."""
         self.rng, self.seed = random.Random(seed), seed
@@ -120,7 +121,7 @@ class SearchContext:
         """Whether the search (or, with a pipeline, the current strategy's share) must stop now. The reason a
         whole search stops is kept in :attr:`stopped` / :attr:`stop_reason`."""
         if self.stopped is None:
-            usage = Usage(candidates=self.evaluated, since_best=self.state.since_best)
+            usage = SearchUsage(candidates=self.evaluated, since_best=self.state.since_best)
             self.stopped = limit_reached(self.budget, usage, self.client.ledger,
                                          replaying=self.replay.replaying(len(self.population)))
         return self.stopped is not None or (self.candidate_cap is not None and self.evaluated >= self.candidate_cap)

@@ -33,12 +33,13 @@ from masforge.evaluators.runner import Cascade, Evaluator
 from masforge.evaluators.tasks import Task, get_task
 from masforge.genome.io import save_genome
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget, Stop, free_lm_warning
+from masforge.lm.budget import Stop, free_lm_warning
 from masforge.lm.client import Ledger, LMCache, LMClient, LMConfig, check_credentials, parse_lm
 from masforge.lm.endpoint import catalog_price
 from masforge.redact import install_log_redaction, redact_data
 from masforge.sandbox.isolation import sandbox_status
 from masforge.search import events as ev
+from masforge.search.budget import SearchBudget
 from masforge.search.config import RunConfig
 from masforge.search.context import SearchContext
 from masforge.search.events import LoggedCandidate
@@ -347,7 +348,7 @@ class _Run:
     run_dir: Path
     archive: ArchiveLike
     archive_path: Path
-    search_budget: Budget
+    search_budget: SearchBudget
     """The search's share of the budget (the rest is kept for the held-out re-scoring)."""
     ledger: Ledger
     log: list[LoggedCandidate]
@@ -416,7 +417,7 @@ def _listener(ui: SearchProgress, events: TextIO, ledger: Ledger) -> Callable[[e
 
 
 def _run_strategies(ctx: SearchContext, ui: SearchProgress, notices: list[ev.Notice], seeds: list[Genome],
-                    seed_ids: set[str], pipeline: list[Strategy], budget: Budget) -> str:
+                    seed_ids: set[str], pipeline: list[Strategy], budget: SearchBudget) -> str:
     """Evaluate the seeds (their ids go into ``seed_ids``), then run the pipeline, each strategy within its share
     of the candidates; returns why the search stopped (``interrupted`` for Ctrl-C)."""
     try:
@@ -447,7 +448,7 @@ def _run_strategies(ctx: SearchContext, ui: SearchProgress, notices: list[ev.Not
     return stop_reason
 
 
-def _run_pipeline(ctx: SearchContext, pipeline: list[Strategy], budget: Budget) -> None:
+def _run_pipeline(ctx: SearchContext, pipeline: list[Strategy], budget: SearchBudget) -> None:
     """Each strategy in turn; with a candidate limit, each but the last gets its share of what is left."""
     n_stages = len(pipeline)
     for i, strategy in enumerate(pipeline):

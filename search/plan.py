@@ -14,8 +14,8 @@ from masforge.evaluators.estimate import Estimate, calls_per_example, estimate, 
 from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget
 from masforge.lm.config import LMConfig
+from masforge.search.budget import MaxCandidates, SearchBudget
 from masforge.search.config import RunConfig
 from masforge.search.strategies.base import Strategy, rewritten
 
@@ -79,7 +79,7 @@ def _split_words(split: str) -> str:
     return f"the {split} split" if len(parts) == 1 else f"the {' and '.join(parts)} splits"
 
 
-def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budget,
+def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: SearchBudget,
                lms: dict[str, LMConfig], seeds: Sequence[Genome],
                pipeline: Sequence[Strategy] = ()) -> tuple[list[str], list[str]]:
     """(lines, warnings) a search prints before it starts."""
@@ -93,10 +93,8 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
     held = (f"{plan.test_examples} held-out examples each"
             + _capped("--test-limit", cfg.test_limit, plan.test_size, "the test split"))
     if b.has_spend_limit and b.test_share and cfg.test_top_k:
-        spend = Budget(**{k: v for k, v in search_budget.model_dump().items()
-                          if k in ("max_dollars", "max_tokens", "max_calls", "max_seconds")})
-        text += (f"; the search stops at {spend.describe()}, the rest is for re-scoring the finalists on {held} "
-                 f"(budget.test_share {b.test_share:g})")
+        text += (f"; the search stops at {search_budget.spending().describe()}, the rest is for re-scoring the "
+                 f"finalists on {held} (budget.test_share {b.test_share:g})")
     elif cfg.test_top_k:
         text += f"; then the finalists are re-scored on {held}"
     lines.append(text)
@@ -104,8 +102,9 @@ def plan_lines(cfg: RunConfig, task: Task, plan: SearchPlan, search_budget: Budg
                  "is slower")
     warnings: list[str] = []
     if plan.new_systems == 0:
-        warnings.append(f"-n {plan.candidates} leaves no room for new systems: the {plan.seeds} seeds use it up, so "
-                        f"nothing new is proposed; raise -n above {plan.seeds} or give fewer --seeds")
+        flag = MaxCandidates.declared.short or MaxCandidates.flag
+        warnings.append(f"{flag} {plan.candidates} leaves no room for new systems: the {plan.seeds} seeds use it up, "
+                        f"so nothing new is proposed; raise {flag} above {plan.seeds} or give fewer --seeds")
     if cfg.test_top_k and plan.test_examples < MIN_VERDICT_EXAMPLES:
         warnings.append(f"{plan.test_examples} held-out examples cannot tell the found system from the seeds "
                         f"(a verdict needs about {MIN_VERDICT_EXAMPLES}): "

@@ -9,7 +9,7 @@ dollars, per question. Then:
 2. a candidate joins when it raises the cross-validated routed fitness (k-fold: the router is fitted on the
    other folds' questions and picks for the held-out ones) or keeps it and cuts the LM calls per question; the one
    that helps most joins first, up to ``max_members``;
-3. the router (scikit-learn's LogisticRegression over :func:`masforge.execution.standalone.router.question_features`)
+3. the router (scikit-learn's LogisticRegression over :func:`masforge.standalone.router.question_features`)
    learns, for each question, the member with the best fitness there (cheapest on ties) and is refitted on all
    questions; its numbers go into the portfolio genome.
 
@@ -32,11 +32,11 @@ from masforge.errors import MasforgeError
 from masforge.evaluators.runner import input_mapping
 from masforge.evaluators.splits import split_parts
 from masforge.evaluators.tasks import Task, get_task
-from masforge.execution.standalone.router import question_features, route_features
 from masforge.genome.router import Router
 from masforge.genome.schema import Genome, Portfolio
 from masforge.genome.validate import validate
 from masforge.search.fitness import Fitness
+from masforge.standalone.router import question_features, route_features
 
 SELECTION_SPLIT = "validation+train"
 _EPS = 1e-9

@@ -4,11 +4,12 @@ spending limits the LM ledger keeps; and the error that unwinds a strategy when 
 from __future__ import annotations
 
 from masforge.errors import BudgetExceeded
-from masforge.lm.budget import Budget, Stop, Usage
+from masforge.lm.budget import Stop
 from masforge.lm.ledger import Ledger
+from masforge.search.budget import SearchBudget, SearchUsage
 
 
-def limit_reached(budget: Budget, usage: Usage, ledger: Ledger, *, replaying: bool) -> Stop | None:
+def limit_reached(budget: SearchBudget, usage: SearchUsage, ledger: Ledger, *, replaying: bool) -> Stop | None:
     """Why the search must stop now (None: it may go on). A replay re-walks points the stopped run had passed: its
     spend then was below the limits even if the ledger, which continues from the stopped run's total, is not."""
     stop = budget.stop(usage, progress_only=True)

@@ -9,11 +9,11 @@ import pytest
 from masforge.errors import ConfigError
 from masforge.evaluators.metrics import extract_code
 from masforge.execution.compile import agent_adapter, compile_genome
-from masforge.execution.standalone.plain_adapter import PlainAdapter, split_final_answer
 from masforge.genome.schema import Agent, Genome
 from masforge.lm.adapters import make_adapter, resolve_adapter
 from masforge.lm.client import LMClient, LMConfig, parse_lm
 from masforge.seeds import load_seed
+from masforge.standalone.plain_adapter import PlainAdapter, split_final_answer
 from masforge.testing import ScriptedResponder
 
 CODE = "```python\ndef add(a, b):\n    return a + b\n```"

@@ -8,10 +8,10 @@ from pathlib import Path
 from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
-from masforge.lm.budget import Budget
 from masforge.lm.cache import LMCache
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
+from masforge.search.budget import SearchBudget
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.costing import CostProbe
 from masforge.seeds import load_seed
@@ -29,7 +29,7 @@ def _ctx(tmp_path: Path, sent: list[str]) -> SearchContext:
     client = LMClient({"worker": "fake", "meta": "fake"}, cache=LMCache(tmp_path / "cache.sqlite"),
                       responder=responder)
     return SearchContext(task, Evaluator(task, client, limit=4, concurrency=2), client, MemoryArchive(),
-                         run_id="t", budget=Budget(max_candidates=10), seed=0)
+                         run_id="t", budget=SearchBudget(max_candidates=10), seed=0)
 
 
 def test_a_probe_sends_nothing_and_tells_free_from_paid(tmp_path: Path) -> None:

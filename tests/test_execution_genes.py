@@ -17,9 +17,6 @@ import pytest
 
 from masforge.errors import GenomeError
 from masforge.execution.compile import compile_genome, system_spec
-from masforge.execution.standalone.execute import gather_checks, written_tests
-from masforge.execution.standalone.python_tool import run_python
-from masforge.execution.standalone.system import GraphRunner
 from masforge.export.writer import export_genome
 from masforge.genome.diff import format_diff
 from masforge.genome.io import parse_genome_text
@@ -32,6 +29,9 @@ from masforge.sandbox.tools import run_python_tool
 from masforge.search.features import llm_calls_estimate
 from masforge.search.operators.prompting import genome_brief
 from masforge.seeds import load_seed, seed_names
+from masforge.standalone.execute import gather_checks, written_tests
+from masforge.standalone.python_tool import run_python
+from masforge.standalone.system import GraphRunner
 from masforge.testing import chat_reply
 
 QUESTION = """Write a python function to add two numbers.

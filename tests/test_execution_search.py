@@ -15,10 +15,10 @@ from masforge.evaluators.tasks import Task
 from masforge.execution.compile import system_spec
 from masforge.genome.schema import Genome
 from masforge.genome.validate import agent_signature, problems
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
 from masforge.report.charts import lineage_svg
 from masforge.report.data import LineageNode, _top_systems, execution_genes
+from masforge.search.budget import SearchBudget
 from masforge.search.context import SearchContext
 from masforge.search.operators.execution import EXECUTION_EDITS, apply_pattern
 from masforge.search.operators.hygiene import structural_name
@@ -284,7 +284,7 @@ def test_knapsack_values_a_repair_loop_by_what_it_adds_and_composes_it() -> None
     task = _code_task()
     client = LMClient({"worker": "fake"}, cache=False, responder=_debugger_fixes)
     ctx = SearchContext(task, Evaluator(task, client, limit=2, concurrency=2), client, MemoryArchive(),
-                        run_id="t", budget=Budget(max_candidates=4), seed=0)
+                        run_id="t", budget=SearchBudget(max_candidates=4), seed=0)
     components = [
         Component(id="solver", kind="agent", description="solves", cost=0.0003,
                   agent={"role": "solver", "instructions": "Answer the question."}),

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from masforge import __version__
-from masforge.execution.standalone.router import NUMERIC_FEATURES, feature_count
 from masforge.export import export_genome
 from masforge.genome.io import parse_genome_text
 from masforge.genome.router import Router
 from masforge.genome.schema import Genome, Portfolio
 from masforge.seeds import load_seed, seed_names
+from masforge.standalone.router import NUMERIC_FEATURES, feature_count
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "exports"
 UPDATE = os.environ.get("MASFORGE_UPDATE_GOLDEN") == "1"

@@ -236,7 +236,7 @@ def _assert_no_masforge_dependency(text: str) -> None:
     """The only masforge import an export holds is the optional one that starts the embedded model where masforge is
     installed: inside a function and a try that turns its absence into a one-line hint."""
     lines = re.findall(r"^\s*(?:import|from)\s+masforge\b.*$", text, re.M)
-    assert [ln.strip() for ln in lines] == ["from masforge.runtime.local_model import ensure_local_server"], lines
+    assert [ln.strip() for ln in lines] == ["from masforge.local_model import ensure_local_server"], lines
     tree = ast.parse(text)
     tries = [n for n in ast.walk(tree) if isinstance(n, ast.Try)
              and any(isinstance(b, ast.ImportFrom) and (b.module or "").startswith("masforge") for b in n.body)]
@@ -573,7 +573,7 @@ def test_lm_configuration_adapter_choice_is_kept_by_the_export(seed: Path, plain
 def test_exported_system_on_the_embedded_model_makes_masforges_requests(tmp_path: Path) -> None:
     """A system found on the embedded model runs on it by default, with masforge's auto choice (plain), sending the
     same request bodies as masforge; the 'embedded model' here is a stub server masforge is pointed at."""
-    from masforge.runtime.local_model import EXTERNAL_API_BASE_ENV
+    from masforge.local_model import EXTERNAL_API_BASE_ENV
     from masforge.seeds import load_seed
 
     stub_server = pytest.importorskip("masforge.testing.stub_server")
@@ -707,8 +707,8 @@ def test_exported_runtime_is_masforges_own_source() -> None:
     import inspect
 
     from masforge.execution.compile import compile_genome as compile_
-    from masforge.execution.standalone import code_system, command_line, connect, plain_adapter, system
     from masforge.export.inline import CODE_MODULES, CONFIG_MODULES, PORTFOLIO_MODULES, inline
+    from masforge.standalone import code_system, command_line, connect, plain_adapter, system
 
     text = export_genome(load_genome(ROOT / "seeds" / "react_calculator.yaml"), "python", "r.py")
     for obj in (system.GraphRunner, system.AgentProgram, system.normalise_answer, system.format_messages,

@@ -19,10 +19,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from masforge.archive.store import Archive  # noqa: E402
 from masforge.cli import app  # noqa: E402
 from masforge.errors import BudgetExceeded, LMError, ProviderError  # noqa: E402
-from masforge.lm.budget import Budget, MaxCalls, Patience, Usage, free_lm_warning  # noqa: E402
+from masforge.lm.budget import Budget, MaxCalls, Usage, free_lm_warning  # noqa: E402
 from masforge.lm.client import LMClient, LMConfig, Reservation  # noqa: E402
 from masforge.lm.fake import fake_reply  # noqa: E402
 from masforge.lm.ledger import Completion, Ledger  # noqa: E402
+from masforge.search.budget import Patience, SearchBudget, SearchUsage  # noqa: E402
 from masforge.search.config import RunConfig  # noqa: E402
 from masforge.search.engine import run_search  # noqa: E402
 from masforge.testing.stub_server import FAULTS, StubServer  # noqa: E402
@@ -131,15 +132,15 @@ def test_retry_after_is_honoured() -> None:
 
 
 def test_budget_conditions_compose_and_name_their_flags() -> None:
-    budget = Budget(max_calls=10, max_candidates=5) | Patience(3) | MaxCalls(8)
+    budget = SearchBudget(max_calls=10, max_candidates=5) | Patience(3) | MaxCalls(8)
     assert budget.max_calls == 8 and budget.patience == 3  # the tighter limit wins
     assert budget.stop(Usage(calls=7)) is None
     stop = budget.stop(Usage(calls=8))
     assert stop is not None and stop.limit == "llm_calls" and stop.flag == "--max-calls"
     assert "--max-calls 8" in stop.message and "8 of 8 LM calls" in stop.message
-    assert budget.stop(Usage(since_best=3), progress_only=True).flag == "--patience"  # type: ignore[union-attr]
-    assert budget.stop(Usage(candidates=9), spend_only=True) is None  # candidates are not spending
-    search = Budget(max_calls=100, max_dollars=2.0, max_candidates=20, test_share=0.25).for_search()
+    assert budget.stop(SearchUsage(since_best=3), progress_only=True).flag == "--patience"  # type: ignore[union-attr]
+    assert budget.stop(SearchUsage(candidates=9), spend_only=True) is None  # candidates are not spending
+    search = SearchBudget(max_calls=100, max_dollars=2.0, max_candidates=20, test_share=0.25).for_search()
     assert (search.max_calls, search.max_dollars, search.max_candidates) == (75, 1.5, 20)
     assert Budget(max_seconds=120).stop(Usage(seconds=121)).message.startswith(  # type: ignore[union-attr]
         "budget reached: --max-minutes 2 ")
@@ -340,8 +341,8 @@ def test_evaluate_and_compare_exit_non_zero_on_a_refused_key(tmp_path: Path) -> 
 
 
 def test_evaluate_on_a_local_server_that_is_down_exits_non_zero(tmp_path: Path) -> None:
+    from masforge import local_model
     from masforge.ports import free_port
-    from masforge.runtime import local_model
 
     env = {local_model.EXTERNAL_API_BASE_ENV: f"http://127.0.0.1:{free_port()}/v1"}
     res = _evaluate("cot", "--task", "humaneval", "--lm", "local", "--limit", "2", "--no-cache", env=env)

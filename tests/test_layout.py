@@ -8,32 +8,35 @@ import runpy
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 
 # Which rooms each room may import (besides itself and the leaf modules below); DESIGN.md's one-way flow:
-# evaluators -> execution -> lm / sandbox / local_model -> genome, nothing back up. The exported runtime
-# (execution/standalone/) is a room of its own below the LM client: masforge's LM client sends the request it builds,
-# so an export and masforge cannot drift apart; it reaches the local model only through an optional import. The local
-# model's room is masforge/runtime/local_model/ (the path exported files import).
+# evaluators -> execution -> lm / sandbox -> standalone / local_model -> genome, nothing back up. The ground floor
+# holds what an exported file carries or reaches: the genome's names, the standalone runtime (masforge/standalone/,
+# inlined into every export; masforge's LM client sends the request it builds, so an export and masforge cannot drift
+# apart) and the embedded model (masforge/local_model/, which the runtime reaches only through an optional import).
 ALLOWED = {
-    "genome": set(),  # the ground floor: what a system IS needs nothing that runs one
+    "genome": set(),  # what a system IS needs nothing that runs one
     "local_model": set(),  # the embedded model: catalog, weights, server; it knows no client
+    "standalone": {"genome", "local_model"},  # the genome's names travel with it (an export carries both)
     "sandbox": {"genome"},  # untrusted code and the tools a model calls (tool names live in the genome)
-    "execution.standalone": {"genome", "local_model"},
-    "lm": {"execution.standalone", "genome", "local_model", "sandbox"},  # the fake LM computes with the calculator
-    "execution": {"execution.standalone", "genome", "lm", "sandbox"},
+    "lm": {"standalone", "genome", "local_model", "sandbox"},  # the fake LM computes with the calculator
+    "execution": {"standalone", "genome", "lm", "sandbox"},
     # an evaluation's report is stored as what it is: the archive's typed result record (the archive imports no
     # evaluator, so the arrow points one way)
-    "evaluators": {"archive", "execution", "execution.standalone", "genome", "lm", "sandbox"},
+    "evaluators": {"archive", "execution", "standalone", "genome", "lm", "sandbox"},
     "archive": {"genome"},
     "seeds": {"genome", "sandbox"},
-    "search": {"archive", "evaluators", "execution.standalone", "genome", "lm", "sandbox", "seeds"},
-    "export": {"archive", "execution", "execution.standalone", "genome", "lm", "sandbox", "seeds"},
+    "search": {"archive", "evaluators", "standalone", "genome", "lm", "sandbox", "seeds"},
+    "export": {"archive", "execution", "standalone", "genome", "lm", "sandbox", "seeds"},
     "report": {"archive", "genome"},
     # test doubles drive the layers they test (the kill-and-resume harness reads back the archive it checks)
     "testing": {"archive", "evaluators", "execution", "genome", "lm", "local_model", "sandbox"},
+    "runtime": {"local_model"},  # nothing but the old path of the embedded model, for exports already written
 }
 # Leaf modules every layer may use: the error types, text helpers, redaction of secrets (errors, traces, the
 # archive and every file written are redacted where they are made), the bounded parsing of untrusted input,
@@ -82,10 +85,6 @@ def _graph() -> dict[str, set[str]]:
 
 def _layer(module: str) -> str:
     parts = module.split(".")
-    if parts[1:3] == ["execution", "standalone"]:
-        return "execution.standalone"
-    if parts[1:3] == ["runtime", "local_model"]:  # its dotted path is kept: exported files import it
-        return "local_model"
     return parts[1] if len(parts) > 1 else "masforge"
 
 
@@ -137,22 +136,34 @@ def test_the_genome_imports_nothing_that_runs_it() -> None:
     assert wrong == []
 
 
-def test_runtime_holds_only_the_local_model() -> None:
-    """masforge/runtime/ keeps the embedded model at the dotted path exported files import; nothing else may
-    move back in (each job has its room: lm, sandbox, execution.standalone)."""
-    others = sorted(m for m in MODULES if m.startswith("masforge.runtime.") and _layer(m) != "local_model")
-    assert others == []
+def test_runtime_is_only_the_old_path_of_the_local_model() -> None:
+    """masforge/runtime/ holds no code of its own: only the path the embedded model had before it moved to
+    masforge/local_model/, which exported files already written still import (each job has its room)."""
+    assert sorted(m for m in MODULES if _layer(m) == "runtime") == ["masforge.runtime", "masforge.runtime.local_model"]
 
 
-def test_exported_files_still_find_the_embedded_model() -> None:
-    """An export written by any masforge version imports the embedded model by this path, inside a ``try``: were
-    it moved, the export would report "masforge is not installed" where it is."""
+def test_exported_files_old_and_new_find_the_embedded_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export imports the embedded model inside a ``try``: were its path gone, the export would report "masforge
+    is not installed" where it is. New exports import masforge.local_model; those written before it moved import
+    masforge.runtime.local_model, which still imports (with a DeprecationWarning) and is the very same modules."""
     import importlib
+    import pkgutil
+    import sys
 
+    import masforge.local_model as local_model
     from masforge.export.inline import OPTIONAL_IMPORTS
 
-    assert OPTIONAL_IMPORTS == ("masforge.runtime.local_model",)
-    assert callable(importlib.import_module("masforge.runtime.local_model").ensure_local_server)
+    assert OPTIONAL_IMPORTS == ("masforge.local_model",)
+    for name in [n for n in sys.modules if n.split(".")[:3] == ["masforge", "runtime", "local_model"]]:
+        monkeypatch.delitem(sys.modules, name)  # imported afresh, as a new process would
+    with pytest.warns(DeprecationWarning, match="it is masforge.local_model now"):
+        old = importlib.import_module("masforge.runtime.local_model")
+    assert old is local_model and callable(old.ensure_local_server)
+    subs = [s.name for s in pkgutil.iter_modules(local_model.__path__)]
+    assert {"catalog", "server", "shared", "supervisor", "weights"} <= set(subs)
+    for sub in subs:
+        assert importlib.import_module(f"masforge.runtime.local_model.{sub}") is \
+            importlib.import_module(f"masforge.local_model.{sub}"), sub
 
 
 def test_leaf_modules_import_only_each_other() -> None:
@@ -231,7 +242,7 @@ def test_everything_cached_lives_under_the_one_root(tmp_path: Path, monkeypatch)
     from masforge.evaluators.datasets import cache_data_dir
     from masforge.lm import cache as lm_cache
     from masforge.lm import rates as lm_rates
-    from masforge.runtime.local_model import llama_server, weights
+    from masforge.local_model import llama_server, weights
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     monkeypatch.delenv("MASFORGE_LM_CACHE", raising=False)

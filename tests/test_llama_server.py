@@ -12,7 +12,7 @@ import pytest
 
 from masforge.errors import LocalModelError
 from masforge.lm.config import parse_lm
-from masforge.runtime.local_model import LocalServer, default_threads, is_pulled, llama_cpp_version, llama_server
+from masforge.local_model import LocalServer, default_threads, is_pulled, llama_cpp_version, llama_server
 
 
 def _fake_binary(path: Path) -> Path:

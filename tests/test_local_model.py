@@ -19,12 +19,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from masforge import local_model
 from masforge.cache_root import CACHE_ENV
 from masforge.errors import LocalModelError
-from masforge.ports import free_port
-from masforge.processes import pid_alive
-from masforge.runtime import local_model
-from masforge.runtime.local_model import (
+from masforge.local_model import (
     LOCAL_MODELS,
     LocalModelSpec,
     LocalServer,
@@ -36,8 +34,10 @@ from masforge.runtime.local_model import (
     pull,
     shutdown_local_servers,
 )
-from masforge.runtime.local_model import server as lm_server
-from masforge.runtime.local_model import weights as lm_weights
+from masforge.local_model import server as lm_server
+from masforge.local_model import weights as lm_weights
+from masforge.ports import free_port
+from masforge.processes import pid_alive
 from masforge.testing.fake_llama import fake_llama_env
 from masforge.testing.stub_server import StubServer
 
@@ -688,7 +688,7 @@ class TestRealModel:
         happens). llama.cpp's own server takes both forms; json_response_format's form works on each."""
         import litellm
 
-        from masforge.runtime.local_model.llama_server import server_binary
+        from masforge.local_model.llama_server import server_binary
 
         if server_binary() is not None:
             pytest.skip("llama.cpp's own server is in use: it accepts the json_schema form")

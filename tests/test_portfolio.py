@@ -13,7 +13,6 @@ import pytest
 from masforge.errors import GenomeError
 from masforge.execution.compile import compile_genome
 from masforge.execution.portfolio_system import choose
-from masforge.execution.standalone.router import NUMERIC_FEATURES, feature_count, question_features, route_features
 from masforge.genome.hashing import genome_hash
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.router import Router
@@ -21,6 +20,7 @@ from masforge.genome.schema import Genome, Portfolio
 from masforge.genome.validate import problems, validate
 from masforge.lm.client import LMCache, LMClient
 from masforge.seeds import load_seed
+from masforge.standalone.router import NUMERIC_FEATURES, feature_count, question_features, route_features
 from masforge.testing import chat_reply
 
 QUESTION = """Write a python function to add two numbers.

@@ -15,9 +15,9 @@ from masforge.evaluators.example import Example
 from masforge.evaluators.metrics import METRICS, answer_readings, code_pass, extract_code
 from masforge.evaluators.tasks import Task, get_task
 from masforge.execution.compile import compile_genome
-from masforge.execution.standalone.reading import asks_for_code, split_final_answer, unfenced_code
 from masforge.lm.client import LMClient, LMConfig
 from masforge.seeds import load_seed
+from masforge.standalone.reading import asks_for_code, split_final_answer, unfenced_code
 from masforge.testing import ScriptedResponder
 
 # 293b2920e0ae658b...: the marker said twice, the second time inside a sentence.
@@ -248,7 +248,7 @@ def test_a_word_problem_about_a_program_or_a_class_is_not_a_code_question() -> N
 
 
 def test_code_in_the_reasoning_is_kept_out_of_a_value_answer_and_of_an_answer_with_its_own_code() -> None:
-    from masforge.execution.standalone.reading import keep_written_code
+    from masforge.standalone.reading import keep_written_code
 
     draft = "```python\ndef bfs(grid):\n    return 5\n```"
     script = "```python\nprint(sum(int(x) for x in input().split()))\n```"

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from masforge.runtime import local_model  # noqa: E402
-from masforge.runtime.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
+from masforge import local_model  # noqa: E402
+from masforge.local_model import ensure_local_server, is_pulled, shutdown_local_servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _HAVE_REAL = importlib.util.find_spec("llama_cpp") is not None and is_pulled("qwen")

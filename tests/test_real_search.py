@@ -12,7 +12,7 @@ import pytest
 import masforge
 from masforge.execution.compile import compile_genome
 from masforge.lm.client import LMClient, LMConfig
-from masforge.runtime.local_model import is_pulled
+from masforge.local_model import is_pulled
 from masforge.seeds import load_seed
 
 pytestmark = [

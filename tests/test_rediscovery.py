@@ -10,9 +10,9 @@ from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.io import dump_genome, parse_genome_text
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
+from masforge.search.budget import SearchBudget
 from masforge.search.context import Proposal, SearchContext, library_twin
 from masforge.search.operators.execution import insert_escalation
 from masforge.seeds import load_seed
@@ -69,7 +69,7 @@ def _ctx(calls: list[str]) -> SearchContext:
                               name="arith")
     client = LMClient({"worker": "fake", "meta": "fake"}, cache=False, responder=responder)
     return SearchContext(task, Evaluator(task, client, limit=3, concurrency=1), client, MemoryArchive(),
-                         run_id="t", budget=Budget(max_candidates=10), seed=0)
+                         run_id="t", budget=SearchBudget(max_candidates=10), seed=0)
 
 
 def test_a_renamed_twin_of_a_candidate_is_a_duplicate_and_costs_nothing() -> None:

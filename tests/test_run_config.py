@@ -8,8 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from masforge.lm.budget import Budget, MaxSeconds
-from masforge.search.config import DEFAULT_MAX_CANDIDATES, RunConfig, SearchBudget
+from masforge.lm.budget import MaxSeconds
+from masforge.search.budget import SearchBudget
+from masforge.search.config import DEFAULT_MAX_CANDIDATES, RunConfig
 from masforge.search.engine import _run_config
 
 
@@ -32,7 +33,7 @@ def test_a_resumed_run_reads_its_config_back_into_an_equal_typed_run_config(tmp_
     cfg.dump(tmp_path / "config.yaml")
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert set(saved) == set(RunConfig.model_fields)  # every field written, none dropped
-    assert set(saved["budget"]) == set(Budget.model_fields)
+    assert set(saved["budget"]) == set(SearchBudget.model_fields)
     resumed, run_dir = _run_config(None, tmp_path)  # what run_search(resume=...) starts from
     assert run_dir == tmp_path
     assert resumed == cfg and resumed.model_dump() == cfg.model_dump()
@@ -55,10 +56,10 @@ def test_the_default_candidate_limit_is_a_default_not_a_given_limit() -> None:
 
 
 def test_a_budget_object_given_in_python_is_not_changed_and_keeps_its_conditions() -> None:
-    mine = Budget(max_dollars=1.0) | MaxSeconds(30)
+    mine = SearchBudget(max_dollars=1.0) | MaxSeconds(30)
     cfg = RunConfig(task="x", budget=mine)
     assert mine.max_candidates is None  # the caller's object is left alone (it used to be written into)
     assert cfg.budget.max_candidates == DEFAULT_MAX_CANDIDATES and cfg.budget.max_dollars == 1.0
     assert cfg.budget.max_seconds == 30 and "max_candidates" not in cfg.budget.model_fields_set
-    cfg = RunConfig(task="x", budget=Budget(max_candidates=5, test_share=0.1))
+    cfg = RunConfig(task="x", budget=SearchBudget(max_candidates=5, test_share=0.1))
     assert cfg.budget.max_candidates == 5 and cfg.budget.test_share == 0.1

@@ -8,14 +8,6 @@ import random
 import pytest
 
 from masforge.execution.compile import compile_genome
-from masforge.execution.standalone.examples import (
-    answer_code,
-    check_program,
-    examples_passed,
-    passed_counts,
-    question_imports,
-    stated_examples,
-)
 from masforge.genome.hashing import genome_hash
 from masforge.genome.io import parse_genome_text
 from masforge.genome.outline import outline
@@ -24,6 +16,14 @@ from masforge.sandbox.tools import run_python_tool
 from masforge.search.operators.hygiene import structural_name
 from masforge.search.operators.proposal import parse_proposal
 from masforge.search.operators.structural import change_aggregation
+from masforge.standalone.examples import (
+    answer_code,
+    check_program,
+    examples_passed,
+    passed_counts,
+    question_imports,
+    stated_examples,
+)
 from masforge.testing import chat_reply
 
 MBPP_QUESTION = """Write a python function to add two numbers.

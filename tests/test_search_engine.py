@@ -190,8 +190,8 @@ def test_ctrl_c_exits_non_zero_with_a_resume_hint(tmp_path: Path) -> None:
 def test_cli_exit_stops_the_local_servers_before_waiting_for_worker_threads(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """After Ctrl-C, requests still in flight would keep the process alive until they finish generating."""
+    from masforge import local_model
     from masforge.cli import commands
-    from masforge.runtime import local_model
 
     stopped: list[bool] = []
     monkeypatch.setattr(local_model, "shutdown_local_servers", lambda timeout=10.0: stopped.append(True))

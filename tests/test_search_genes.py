@@ -13,8 +13,8 @@ from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import PICKING_AGGREGATIONS
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
+from masforge.search.budget import SearchBudget
 from masforge.search.context import SearchContext
 from masforge.search.operators import structural
 from masforge.search.operators.hygiene import (
@@ -46,7 +46,7 @@ def _ctx(meta_reply: Any, task_name: str = "mbpp") -> tuple[SearchContext, MetaA
 
     client = LMClient({"worker": "fake", "meta": "fake:meta"}, cache=False, responder=route)
     ctx = SearchContext(task, Evaluator(task, client, limit=4), client, MemoryArchive(), run_id="t",
-                        budget=Budget(max_candidates=4))
+                        budget=SearchBudget(max_candidates=4))
     return ctx, MetaAgent(client, max_repairs=1)
 
 

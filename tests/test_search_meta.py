@@ -17,9 +17,9 @@ from masforge.archive.memory import MemoryArchive
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.validate import problems
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
+from masforge.search.budget import SearchBudget
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.operators.meta import MetaAgent
 from masforge.search.operators.proposal import (
@@ -80,7 +80,7 @@ def make_ctx(meta: Meta | Callable[..., str], *, seeds: Sequence[str] = ("cot",)
 
     client = LMClient({"worker": "fake", "meta": "fake:meta"}, cache=False, responder=route)
     ctx = SearchContext(TASK, Evaluator(TASK, client, limit=2, concurrency=2), client, MemoryArchive(),
-                        run_id="t", budget=Budget(max_candidates=max_candidates), seed=rng_seed)
+                        run_id="t", budget=SearchBudget(max_candidates=max_candidates), seed=rng_seed)
     for name in seeds:
         ctx.submit(load_seed(name))
     return ctx

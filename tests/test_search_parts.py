@@ -21,9 +21,9 @@ from masforge.evaluators.racing import RaceSettings
 from masforge.evaluators.runner import EvalReport, Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
+from masforge.search.budget import SearchBudget
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.events import LoggedCandidate
 from masforge.search.fitness import Fitness
@@ -45,7 +45,7 @@ def _ctx(archive: MemoryArchive | Archive, run_id: str = "t") -> SearchContext:
 
     client = LMClient({"worker": "fake", "meta": "fake"}, cache=False, responder=responder)
     return SearchContext(TASK, Evaluator(TASK, client, limit=3, concurrency=1), client, archive, run_id=run_id,
-                         budget=Budget(max_candidates=10), seed=0)
+                         budget=SearchBudget(max_candidates=10), seed=0)
 
 
 def _genome(name: str) -> Genome:

@@ -14,9 +14,9 @@ from masforge.errors import ConfigError
 from masforge.evaluators.runner import Evaluator
 from masforge.evaluators.tasks import Task
 from masforge.genome.schema import Genome
-from masforge.lm.budget import Budget
 from masforge.lm.client import LMClient
 from masforge.lm.fake import output_fields
+from masforge.search.budget import SearchBudget
 from masforge.search.context import Proposal, SearchContext
 from masforge.search.population import Candidate
 from masforge.search.strategies import Strategy, get_strategy
@@ -58,7 +58,7 @@ def _ctx(task: Task, responder, *, max_candidates: int = 10, archive: Any = None
     client = LMClient({"worker": "fake", "meta": "fake"}, cache=False, responder=responder)
     evaluator = Evaluator(task, client, limit=2, concurrency=2)
     return SearchContext(task, evaluator, client, archive if archive is not None else MemoryArchive(),
-                         run_id="test", budget=Budget(max_candidates=max_candidates), seed=seed)
+                         run_id="test", budget=SearchBudget(max_candidates=max_candidates), seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------- knapsack

@@ -20,18 +20,18 @@ from typer.testing import CliRunner
 
 from masforge.errors import LocalModelError
 from masforge.lm.config import parse_lm
-from masforge.ports import free_port
-from masforge.processes import pid_alive, process_start_time
-from masforge.runtime.local_model import (
+from masforge.local_model import (
     EXTERNAL_API_BASE_ENV,
     ensure_local_server,
     get_spec,
     running_servers,
     shutdown_local_servers,
 )
-from masforge.runtime.local_model.registry import Registry, ServerRecord
-from masforge.runtime.local_model.server import answers
-from masforge.runtime.local_model.shared import IDLE_ENV, idle_seconds
+from masforge.local_model.registry import Registry, ServerRecord
+from masforge.local_model.server import answers
+from masforge.local_model.shared import IDLE_ENV, idle_seconds
+from masforge.ports import free_port
+from masforge.processes import pid_alive, process_start_time
 from masforge.testing.fake_llama import fake_llama_env
 
 SPEC = get_spec("qwen")
@@ -40,7 +40,7 @@ IDLE_S = 1.0
 # A masforge process using the embedded model: it says which server it got, then keeps it until its stdin closes.
 USER = r"""
 import json, sys
-from masforge.runtime.local_model import ensure_local_server, running_servers
+from masforge.local_model import ensure_local_server, running_servers
 ep = ensure_local_server("qwen")
 (record,) = running_servers()
 print(json.dumps({"api_base": ep.api_base, "server_pid": record.server_pid, "owner_pid": record.owner_pid}), flush=True)

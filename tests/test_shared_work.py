@@ -166,7 +166,7 @@ TUNE = """
     from masforge.evaluators.tasks import Task
     from masforge.lm.fake import fake_reply
     from masforge.lm.client import LMClient
-    from masforge.lm.budget import Budget
+    from masforge.search.budget import SearchBudget
     from masforge.search.context import SearchContext
     from masforge.search.events import Admitted
     from masforge.search.strategies.tune import Tune
@@ -187,7 +187,7 @@ TUNE = """
     archive = Archive.open(archive_path, create=True)
     paid = []
     ctx = SearchContext(task, Evaluator(task, client, limit=2, concurrency=2), client, archive,
-                        run_id=f"p{os.getpid()}", budget=Budget(),
+                        run_id=f"p{os.getpid()}", budget=SearchBudget(),
                         on_event=lambda e: paid.append(e.candidate.id)
                         if isinstance(e, Admitted) and not e.reused else None)
     base = load_seed("cot")

@@ -1,4 +1,4 @@
-"""The runtime an exported system carries (masforge.execution.standalone), unit by unit: execution rules, reaching an
+"""The runtime an exported system carries (masforge.standalone), unit by unit: execution rules, reaching an
 LM, the exported LM and command line, and code-genome rules. (That an export built from it reproduces masforge
 exactly is tested end to end in test_export_report.py.)"""
 
@@ -12,11 +12,11 @@ from typing import Any
 import dspy
 import pytest
 
-from masforge.execution.standalone import code_system, command_line, connect, system
-from masforge.execution.standalone.adapters import choose_adapter
-from masforge.execution.standalone.litellm_lm import LiteLLM
-from masforge.execution.standalone.plain_adapter import PlainAdapter
-from masforge.execution.standalone.prompts import PROMPTS, render_prompt
+from masforge.standalone import code_system, command_line, connect, system
+from masforge.standalone.adapters import choose_adapter
+from masforge.standalone.litellm_lm import LiteLLM
+from masforge.standalone.plain_adapter import PlainAdapter
+from masforge.standalone.prompts import PROMPTS, render_prompt
 
 # ------------------------------------------------------------------------------------------------
 # execution rules
@@ -172,12 +172,12 @@ def test_an_openai_model_behind_an_api_base_sends_the_key_that_is_set(monkeypatc
 
 
 def test_the_embedded_model_starts_through_masforge_or_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
-    from masforge.runtime import local_model
+    from masforge import local_model
 
     endpoint = local_model.LocalEndpoint(api_base="http://127.0.0.1:5/v1", model="openai/qwen", alias="qwen")
     monkeypatch.setattr(local_model, "ensure_local_server", lambda name: endpoint)
     assert connect.connect("local") == ("openai/qwen", "http://127.0.0.1:5/v1", "sk-local", True)
-    monkeypatch.setitem(sys.modules, "masforge.runtime.local_model", None)  # masforge not installed
+    monkeypatch.setitem(sys.modules, "masforge.local_model", None)  # masforge not installed
     with pytest.raises(connect.LMSetupError) as info:
         connect.connect("local")
     assert "pip install masforge" in str(info.value) and "masforge models pull" in str(info.value)

@@ -109,6 +109,6 @@ def _stop_own_servers() -> None:
     lm = sys.modules.get("masforge.lm.client")
     if lm is not None:
         lm.abandon_requests()
-    local_model = sys.modules.get("masforge.runtime.local_model")
+    local_model = sys.modules.get("masforge.local_model")
     if local_model is not None:
         local_model.shutdown_local_servers(timeout=2.0)

@@ -19,13 +19,9 @@ from masforge.cli.options import (
     STOP_REASONS,
     ApiBaseOption,
     ApiKeyEnvOption,
-    ConcurrencyOption,
-    DataDirOption,
-    LimitOption,
+    EvalOptions,
     LmOption,
-    NoCacheOption,
-    TaskOption,
-    limit_options,
+    evaluation_options,
     make_client,
 )
 from masforge.errors import ConfigError, GenomeError, MasforgeError
@@ -140,30 +136,19 @@ def report_table(report: object, title: str) -> Table:
     return table
 
 
-@limit_options(EVAL_LIMITS, after="concurrency", stop_help=True)
+@evaluation_options(EVAL_LIMITS, after="split")
 def evaluate(
     genome: Annotated[str, typer.Argument(help="Genome file, seed name or exported module.")],
     task: Annotated[str, typer.Option("--task", "-t", help="Task name (masforge tasks) or a .jsonl file.")],
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "validation",
-    limit: LimitOption = None,
-    lm: LmOption = None,
-    api_base: ApiBaseOption = None,
-    api_key_env: ApiKeyEnvOption = None,
-    concurrency: ConcurrencyOption = 4,
-    data_dir: DataDirOption = None,
-    task_option: TaskOption = None,
-    no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the full report as JSON.")] = None,
-    limits: dict[str, float] | None = None,
+    options: EvalOptions = EvalOptions(),
 ) -> None:
     """Score a system on a task split: progress while it runs, then score with CI, cost and failures."""
     with user_errors(), exit_1_after_errors():
-        from masforge.evaluators.tasks import get_task
-
         g = _load_system(genome)
-        t = get_task(task, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-        client = _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
-        report = _evaluate_shown(g, t, client, split, limit, concurrency)
+        client = _eval_client(options)
+        report = _evaluate_shown(g, _eval_task(task, options), client, split, options.limit, options.concurrency)
         if output:
             _write_json(output, report.to_dict())  # type: ignore[attr-defined]
             console.print(f"report written to {output}")
@@ -178,16 +163,22 @@ def _load_system(ref: str) -> object:
     return load_exported(ref) if is_exported(ref) else resolve_genome(ref)
 
 
-def _eval_client(lm: str | None, api_base: str | None, no_cache: bool, limits: dict[str, float],
-                 api_key_env: str | None = None) -> object:
-    """The worker client of an evaluation, with its budget (``limits``: by budget field) and a warning when a
+def _eval_task(name: str, options: EvalOptions) -> object:
+    from masforge.evaluators.tasks import get_task
+
+    return get_task(name, data_dir=options.data_dir, **task_options(options.task_option))  # type: ignore[arg-type]
+
+
+def _eval_client(options: EvalOptions) -> object:
+    """The worker client of an evaluation, with its budget (the limits the options set) and a warning when a
     dollar limit cannot bind."""
     from masforge.lm.budget import Budget, free_lm_warning
     from masforge.lm.client import LMClient
 
-    client = make_client(lm, api_base=api_base, cache=not no_cache, api_key_env=api_key_env)
+    client = make_client(options.lm, api_base=options.api_base, cache=not options.no_cache,
+                         api_key_env=options.api_key_env)
     assert isinstance(client, LMClient)
-    client.ledger.budget = Budget(**limits)
+    client.ledger.budget = Budget(**options.limits)
     cfg = client.config("worker")
     free = cfg.is_local or cfg.is_fake or (cfg.price_in_per_m == 0 and cfg.price_out_per_m == 0)
     warning = free_lm_warning(client.ledger.budget, {cfg.model: (free, True)})
@@ -294,7 +285,7 @@ def _write_json(path: Path, data: object) -> None:
     write_text_file(path, json.dumps(redact_data(data), indent=2, default=str))
 
 
-@limit_options(EVAL_LIMITS, after="concurrency", stop_help=True)
+@evaluation_options(EVAL_LIMITS, after="split")
 def compare(
     system_a: Annotated[str, typer.Argument(metavar="A", help="The reference: genome file, seed name, exported "
                                             "module, or a report written by 'masforge evaluate -o'.")],
@@ -303,16 +294,8 @@ def compare(
         "Task to evaluate on [default: the task of a report given as A or B]."))] = None,
     split: Annotated[str | None, typer.Option(help=escape(
         "train, validation or test [default: a report's split, else validation]."))] = None,
-    limit: LimitOption = None,
-    lm: LmOption = None,
-    api_base: ApiBaseOption = None,
-    api_key_env: ApiKeyEnvOption = None,
-    concurrency: ConcurrencyOption = 4,
-    data_dir: DataDirOption = None,
-    task_option: TaskOption = None,
-    no_cache: NoCacheOption = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the comparison as JSON.")] = None,
-    limits: dict[str, float] | None = None,
+    options: EvalOptions = EvalOptions(),
 ) -> None:
     """Is B better than A? Both on the same examples, paired: the difference with its 95% CI, wins and losses."""
     from masforge.evaluators.compare import Side, report_side
@@ -326,7 +309,7 @@ def compare(
             raise ConfigError("compare needs --task (or a report from 'masforge evaluate -o' as A or B)")
         split_name = split or (known.split if known else "validation")
         # the same examples as the report's (the first N of the split), unless asked otherwise
-        limit = limit or (max(side.planned for side in given.values()) if given else None)
+        limit = options.limit or (max(side.planned for side in given.values()) if given else None)
         sides: list[Side] = []
         client = None
         interrupted = False
@@ -334,12 +317,10 @@ def compare(
             if ref in given:
                 sides.append(given[ref])
                 continue
-            from masforge.evaluators.tasks import get_task
-
             g = _load_system(ref)
-            t = get_task(task_name, data_dir=data_dir, **task_options(task_option))  # type: ignore[arg-type]
-            client = client or _eval_client(lm, api_base, no_cache, limits or {}, api_key_env)
-            report = _evaluate_shown(g, t, client, split_name, limit, concurrency)
+            client = client or _eval_client(options)
+            report = _evaluate_shown(g, _eval_task(task_name, options), client, split_name, limit,
+                                     options.concurrency)
             sides.append(Side.of(report))  # type: ignore[arg-type]
             if report.stopped == "interrupted":  # type: ignore[attr-defined]
                 interrupted = True

@@ -24,10 +24,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from masforge import local_model
 from masforge.cli.console import console, user_errors
 from masforge.errors import MasforgeError
-from masforge.runtime import local_model
-from masforge.runtime.local_model import shared
+from masforge.local_model import shared
 
 app = typer.Typer(help="Manage the embedded local model.", no_args_is_help=True)
 
@@ -169,7 +169,7 @@ def status() -> None:
             console.print(
                 "llama-cpp-python: [yellow]not installed[/yellow] (run `make llama`)", highlight=False
             )
-        from masforge.runtime.local_model import llama_server
+        from masforge.local_model import llama_server
 
         native = llama_server.server_binary()
         if native is not None:
@@ -216,7 +216,7 @@ def _human_duration(seconds: float) -> str:
 def build_server() -> None:
     """Build llama.cpp's own server (parallel slots) from the llama.cpp source llama-cpp-python vendors, once;
     the embedded model then answers several requests at once (about 12 minutes on 2 cores)."""
-    from masforge.runtime.local_model import llama_server
+    from masforge.local_model import llama_server
 
     with user_errors():
         path = llama_server.build(log=lambda line: console.print(escape(line), highlight=False))

@@ -1,11 +1,15 @@
-"""Options and helpers several commands share: the LM and evaluation options, the budget limits' flags (made
-from :data:`masforge.lm.budget.BUDGET_LIMITS`), the LM client the options ask for and why a run stopped."""
+"""Options and helpers several commands share: the LM options, the options of an evaluation (:class:`EvalOptions`),
+the budget limits' flags (made from their declarations, :data:`masforge.search.budget.BUDGET_LIMITS`), the LM
+client the options ask for and why a run stopped."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +17,8 @@ import annotated_types
 import typer
 from rich.markup import escape
 
-from masforge.lm.budget import BUDGET_LIMITS, Budget, BudgetLimit
+from masforge.lm.budget import BudgetLimit
+from masforge.search.budget import BUDGET_LIMITS, SearchBudget
 
 LmOption = Annotated[
     str | None,
@@ -58,9 +63,9 @@ def positive(value: float | None) -> float | None:
 
 
 def _limit_parameter(limit: BudgetLimit, help_text: str, show_default: str | None) -> inspect.Parameter:
-    """The command parameter of one budget limit: its flag, help and bounds (those of the :class:`Budget`
+    """The command parameter of one budget limit: its flag, help and bounds (those of the :class:`SearchBudget`
     field, so the command line refuses what the budget would)."""
-    field = Budget.model_fields[limit.field]
+    field = SearchBudget.model_fields[limit.field]
     bounds: dict[str, Any] = {}
     for rule in field.metadata:
         if isinstance(rule, annotated_types.Ge):
@@ -79,32 +84,81 @@ def limit_parameter_name(limit: BudgetLimit) -> str:
     return limit.flag.lstrip("-").replace("-", "_")
 
 
-def limit_options(fields: tuple[str, ...], *, after: str, stop_help: bool = False,
+def _limit_parameters(fields: tuple[str, ...], stop_help: bool,
+                      show_defaults: dict[str, str] | None) -> list[inspect.Parameter]:
+    return [_limit_parameter(row, f"Stop after this many {row.unit}." if stop_help else row.help,
+                             (show_defaults or {}).get(row.field)) for row in (BUDGET_LIMITS[f] for f in fields)]
+
+
+def _given_limits(fields: tuple[str, ...], given: dict[str, Any]) -> dict[str, float]:
+    """The limits the user set among ``given`` (command parameters), by budget field, in the budget's units."""
+    values = {field: given[limit_parameter_name(BUDGET_LIMITS[field])] for field in fields}
+    return {field: value * BUDGET_LIMITS[field].scale for field, value in values.items() if value is not None}
+
+
+def _with_parameters(command: Callable[..., None], into: str, after: str, added: list[inspect.Parameter],
+                     gather: Callable[[dict[str, Any]], object]) -> Callable[..., None]:
+    """``command`` with the parameters ``added`` after its parameter ``after``: what the user gives them reaches
+    the command as its parameter ``into``, made by ``gather`` from their values by name."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != into]
+    at = [p.name for p in own].index(after) + 1
+    names = [p.name for p in added]
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, **kwargs: Any) -> None:
+        given = {name: kwargs.pop(name) for name in names}
+        command(*args, **{into: gather(given)}, **kwargs)
+
+    wrapped.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own[:at], *added, *own[at:]])
+    return wrapped
+
+
+def limit_options(fields: tuple[str, ...], *, after: str,
                   show_defaults: dict[str, str] | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command one option per budget limit in ``fields`` (in that order, after its parameter ``after``),
-    each made from the limit's row of :data:`BUDGET_LIMITS`. The command takes ``limits``: the limits the user
-    set, by budget field, in the budget's units. ``stop_help``: help "Stop after this many <unit>." instead of
-    the search's."""
-    rows = [BUDGET_LIMITS[field] for field in fields]
+    each made from the limit's declaration in :data:`BUDGET_LIMITS` (flag, help). The command takes ``limits``:
+    the limits the user set, by budget field, in the budget's units."""
+    added = _limit_parameters(fields, False, show_defaults)
+    return lambda command: _with_parameters(command, "limits", after, added,
+                                            functools.partial(_given_limits, fields))
 
-    def add(command: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "limits"]
-        at = [p.name for p in own].index(after) + 1
-        added = [_limit_parameter(row, f"Stop after this many {row.unit}." if stop_help else row.help,
-                                  (show_defaults or {}).get(row.field)) for row in rows]
 
-        @functools.wraps(command)
-        def with_limits(*args: Any, **kwargs: Any) -> None:
-            given = {row.field: kwargs.pop(limit_parameter_name(row)) for row in rows}
-            command(*args, limits={field: value * BUDGET_LIMITS[field].scale for field, value in given.items()
-                                   if value is not None}, **kwargs)
+@dataclass(frozen=True)
+class EvalOptions:
+    """The options every command that evaluates a system shares (``evaluate``, ``compare``), declared once: each
+    field's annotation is its command-line option and its default the option's."""
 
-        with_limits.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*own[:at], *added, *own[at:]])
-        return with_limits
+    limit: LimitOption = None
+    lm: LmOption = None
+    api_base: ApiBaseOption = None
+    api_key_env: ApiKeyEnvOption = None
+    concurrency: ConcurrencyOption = 4
+    data_dir: DataDirOption = None
+    task_option: TaskOption = None
+    no_cache: NoCacheOption = False
+    limits: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The budget limits the user set, by budget field, in the budget's units (their options follow
+    ``--concurrency``)."""
 
-    return add
+
+def evaluation_options(fields: tuple[str, ...], *, after: str) -> Callable[[Callable[..., None]],
+                                                                          Callable[..., None]]:
+    """Give an evaluating command the options of :class:`EvalOptions` (after its parameter ``after``), with the
+    budget limits ``fields`` as "Stop after this many <unit>." options; the command takes ``options``."""
+    hints = typing.get_type_hints(EvalOptions, include_extras=True)
+    shared = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
+                                annotation=hints[f.name])
+              for f in dataclasses.fields(EvalOptions) if f.name != "limits"]
+    at = [p.name for p in shared].index("concurrency") + 1
+    added = [*shared[:at], *_limit_parameters(fields, True, None), *shared[at:]]
+
+    def gather(given: dict[str, Any]) -> EvalOptions:
+        return EvalOptions(**{f.name: given[f.name] for f in dataclasses.fields(EvalOptions) if f.name != "limits"},
+                           limits=_given_limits(fields, given))
+
+    return lambda command: _with_parameters(command, "options", after, added, gather)
 
 
 def make_client(lm: str | None, meta_lm: str | None = None, api_base: str | None = None,

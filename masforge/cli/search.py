@@ -23,7 +23,7 @@ from masforge.cli.options import (
     limit_options,
 )
 from masforge.errors import ConfigError, MasforgeError
-from masforge.lm.budget import BUDGET_LIMITS
+from masforge.search.budget import BUDGET_LIMITS, MaxCandidates
 from masforge.search.config import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_CANDIDATES,
@@ -44,11 +44,10 @@ SEARCH_FLAGS = {
     "data_dir": "--data-dir", "cost_weight": "--cost-weight", "cache": "--no-cache", "task_options": "--task-option",
     "race": "--no-race", "references": "--reference",
 }
-# every budget limit, in the order --help lists them (after --seeds)
-SEARCH_LIMITS = ("max_candidates", "max_dollars", "max_calls", "max_tokens", "max_seconds", "patience")
 
 
-@limit_options(SEARCH_LIMITS, after="seeds", show_defaults={"max_candidates": str(DEFAULT_MAX_CANDIDATES)})
+# every budget limit, after --seeds, in the order a budget checks them
+@limit_options(tuple(BUDGET_LIMITS), after="seeds", show_defaults={MaxCandidates.field: str(DEFAULT_MAX_CANDIDATES)})
 def search(
     task: Annotated[str | None, typer.Option("--task", "-t", help="Task name or .jsonl file.")] = None,
     strategy: Annotated[str | None, typer.Option(

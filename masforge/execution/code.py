@@ -17,18 +17,18 @@ from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
 from masforge.execution.result import SystemResult, SystemRunError
-from masforge.execution.standalone.code_system import (
-    MAX_LLM_CALLS_PER_RUN,
-    MAX_TOOL_CALLS_PER_RUN,
-    forward_outputs,
-    llm_messages,
-)
 from masforge.genome.schema import Genome
 from masforge.genome.validate import validate
 from masforge.lm.client import LMClient
 from masforge.lm.trace import agent_call, recording
 from masforge.sandbox.runner import SandboxLimits, run_python
 from masforge.sandbox.tools import get_tool
+from masforge.standalone.code_system import (
+    MAX_LLM_CALLS_PER_RUN,
+    MAX_TOOL_CALLS_PER_RUN,
+    forward_outputs,
+    llm_messages,
+)
 
 RPC_NAMES = ("llm", "tool")
 TIMED_RPC_NAMES = ("tool",)

@@ -1,8 +1,8 @@
 """Compile a config genome into a runnable system, and run it.
 
-A genome becomes a :class:`~masforge.execution.standalone.system.SystemSpec` (:func:`system_spec`): each agent's
+A genome becomes a :class:`~masforge.standalone.system.SystemSpec` (:func:`system_spec`): each agent's
 module kind, dspy signature and full instructions, who reads whom, the execution plan and the aggregation.
-It runs on :class:`~masforge.execution.standalone.system.GraphRunner`, the same code an exported module runs, with
+It runs on :class:`~masforge.standalone.system.GraphRunner`, the same code an exported module runs, with
 masforge's LM client behind every call (cache, ledger, budgets) and every agent call traced. The execution
 semantics are described in that module and in docs/genome.md.
 """
@@ -17,17 +17,6 @@ import dspy
 from masforge.errors import BudgetExceeded, GenomeError
 from masforge.execution.code import CodeSystem
 from masforge.execution.result import SystemResult, SystemRunError
-from masforge.execution.standalone import system as _system
-from masforge.execution.standalone.system import (
-    COPIES_TEMPERATURE,
-    AgentSpec,
-    GraphRunner,
-    SignatureError,
-    SystemSpec,
-    agent_instructions,
-    format_messages,
-    normalise_answer,
-)
 from masforge.genome.cycles import is_cyclic
 from masforge.genome.graph import agent_edges, execution_plan, output_agents, predecessors
 from masforge.genome.names import EXECUTE_MODULE
@@ -39,6 +28,17 @@ from masforge.lm.dspy_lm import MasforgeLM
 from masforge.lm.trace import agent_call, recording
 from masforge.sandbox.isolation import isolation
 from masforge.sandbox.tools import get_tool
+from masforge.standalone import system as _system
+from masforge.standalone.system import (
+    COPIES_TEMPERATURE,
+    AgentSpec,
+    GraphRunner,
+    SignatureError,
+    SystemSpec,
+    agent_instructions,
+    format_messages,
+    normalise_answer,
+)
 
 __all__ = ["COPIES_TEMPERATURE", "CompiledSystem", "agent_adapter", "agent_spec", "compile_genome",
            "format_messages", "normalise_answer", "system_spec"]

@@ -2,7 +2,7 @@
 
 Each member is compiled by the same function as any genome (:func:`masforge.execution.compile.compile_genome`),
 so it sends the same prompts as when it runs by itself, and every answer it would have had from the cache is a
-cache hit. The routing and escalation rules are :mod:`masforge.execution.standalone.portfolio`, the same code an
+cache hit. The routing and escalation rules are :mod:`masforge.standalone.portfolio`, the same code an
 exported portfolio runs.
 """
 
@@ -13,8 +13,6 @@ from typing import Any
 
 from masforge.errors import GenomeError
 from masforge.execution.result import SystemResult
-from masforge.execution.standalone.portfolio import run_portfolio
-from masforge.execution.standalone.router import route
 from masforge.genome.router import Router
 from masforge.genome.schema import Genome
 from masforge.genome.validate import validate
@@ -22,6 +20,8 @@ from masforge.lm.client import LMClient
 from masforge.lm.trace import AgentCall, Trace
 from masforge.sandbox.isolation import isolation
 from masforge.sandbox.tools import get_tool
+from masforge.standalone.portfolio import run_portfolio
+from masforge.standalone.router import route
 
 ROUTER_AGENT = "router"
 """The trace entry of the routing decision (no LM call): its outputs name the members that ran."""

@@ -87,7 +87,7 @@ def export_code(genome: Genome, filename: str, found: dict[str, Any]) -> str:
         "",
         "",
         RULE,
-        "# Runtime: masforge's own (masforge/execution/standalone), the same for every exported system",
+        "# Runtime: masforge's own (masforge/standalone), the same for every exported system",
         RULE,
     ]
     runtime = inline(CODE_MODULES)

@@ -14,7 +14,7 @@ from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.schema import Genome
 
 if TYPE_CHECKING:  # for the hints only: the runtime imports dspy, which an export's writer does not need
-    from masforge.execution.standalone.system import SystemSpec
+    from masforge.standalone.system import SystemSpec
 
 
 def export_config(genome: Genome, filename: str, found: dict[str, Any]) -> str:

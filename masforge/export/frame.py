@@ -117,7 +117,7 @@ def finish_export(out: list[str], tools_used: Sequence[str], found: Any, entry: 
     for name in tools_used:
         out.append(f"    {lit(name)}: {py_str(get_tool(name).description, 4, 6 + len(lit(name)))},")
     out += ["}", "", *found_with_lines(found), "", "", template(entry), "", "",
-            RULE, "# Runtime: masforge's own (masforge/execution/standalone), the same for every exported system",
+            RULE, "# Runtime: masforge's own (masforge/standalone), the same for every exported system",
             RULE]
     runtime = inline(modules, {"prompts": {"_read_prompts": "", "PROMPTS": _prompts_literal()}})
     reserved = runtime.names | head_names(out)
@@ -127,7 +127,7 @@ def finish_export(out: list[str], tools_used: Sequence[str], found: Any, entry: 
 
 def _prompts_literal() -> str:
     """The runtime's prompt templates as the literal an export carries (masforge reads them from files)."""
-    from masforge.execution.standalone.prompts import PROMPTS
+    from masforge.standalone.prompts import PROMPTS
 
     items = [f"    {lit(k)}: {py_str(v, 4, 6 + len(lit(k)))}," for k, v in PROMPTS.items()]
     return "PROMPTS: dict[str, str] = {\n" + "\n".join(items) + "\n}"

@@ -1,4 +1,4 @@
-"""Inline masforge's standalone runtime (:mod:`masforge.execution.standalone`) into one exported file.
+"""Inline masforge's standalone runtime (:mod:`masforge.standalone`) into one exported file.
 
 The runtime's modules are named by their short name (``system``); a module from elsewhere that the export
 carries as well (:data:`CARRIED`: the names a genome and the runtime share) by its dotted name.
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
-PACKAGE = "masforge.execution.standalone"
+PACKAGE = "masforge.standalone"
 CARRIED = ("masforge.genome.names",)
 """Modules outside :data:`PACKAGE` that an export carries (standard library only), so the runtime may import them."""
 CONFIG_MODULES = ("prompts", "masforge.genome.names", "adapters", "reading", "plain_adapter", "examples", "execute",
@@ -32,7 +32,7 @@ PORTFOLIO_MODULES = (*CONFIG_MODULES, "router", "portfolio")
 CODE_MODULES = ("connect", "code_system", "command_line")
 """What a code export carries (no dspy)."""
 THIRD_PARTY = ("dspy", "litellm", "json_repair")
-OPTIONAL_IMPORTS = ("masforge.runtime.local_model",)
+OPTIONAL_IMPORTS = ("masforge.local_model",)
 """Imported inside a function and a ``try``: present where masforge is installed, never needed otherwise."""
 
 
@@ -56,7 +56,7 @@ def _carried(module: str) -> bool:
 
 
 def module_text(name: str) -> str:
-    """The source of ``masforge.execution.standalone.<name>`` (or of the carried module ``name``)."""
+    """The source of ``masforge.standalone.<name>`` (or of the carried module ``name``)."""
     package, _, leaf = full_name(name).rpartition(".")
     return resources.files(package).joinpath(f"{leaf}.py").read_text(encoding="utf-8")
 

@@ -6,7 +6,7 @@ Formats (``masforge export ID --format ...``):
 * ``python``: ONE standalone Python module that needs only ``dspy`` and ``litellm``.
 
   - A **config** genome becomes readable code: the agents' full instructions as constants, the wiring as plain
-    data, and masforge's own runtime inlined (:mod:`masforge.execution.standalone`, see :mod:`.inline`): the same
+    data, and masforge's own runtime inlined (:mod:`masforge.standalone`, see :mod:`.inline`): the same
     code masforge runs genomes on, so the prompt adapters, message passing, sample indices and aggregation are
     masforge's by construction and on the same deterministic LM the export gives the same outputs (the tests
     check this for every config seed). ``build()`` returns a ``dspy.Module``; ``python exported.py "question"``

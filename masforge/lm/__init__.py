@@ -4,5 +4,5 @@ budgets (:mod:`.budget`), direct endpoint HTTP (:mod:`.endpoint`), measured rate
 model (:mod:`.fake`), the dspy bridge (:mod:`.dspy_lm`), prompt adapters (:mod:`.adapters`) and the trace an
 answer leaves (:mod:`.trace`: the LM calls of each agent call).
 
-The request itself is built by :mod:`masforge.execution.standalone.connect`, the code an exported system carries,
+The request itself is built by :mod:`masforge.standalone.connect`, the code an exported system carries,
 so masforge and its exports send the same request."""

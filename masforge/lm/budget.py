@@ -1,16 +1,16 @@
 """Budgets: one type made of composable stop conditions (in the manner of GEPA's ``stop_condition.py``).
 
 A :class:`Budget` holds :class:`StopCondition` s and stops a run when any one of them holds. Each condition
-looks at a :class:`Usage` (what the run has spent and done so far) and, when it fires, says which limit was
-reached and which flag the user set it with, so the message names what to raise. The same type is the run
-configuration's ``budget:`` section, the LM ledger's limits (checked before every request to a provider) and
-the search's limits (candidates, patience)::
+looks at a :class:`Usage` (what the run has spent so far) and, when it fires, says which limit was reached and
+which flag the user set it with, so the message names what to raise. Every limit is declared once, as a
+:class:`BudgetLimit` (name, unit, flag, help), and its condition, the run configuration's key, the stop message
+and the command-line option are all read from that declaration::
 
-    Budget(max_calls=100, max_candidates=20)
-    Budget(max_dollars=2) | Patience(5) | MyCondition()   # composed with |
+    Budget(max_calls=100, max_dollars=2)
+    Budget(max_dollars=2) | MaxCalls(100) | MyCondition()   # composed with |
 
-Conditions on spending (dollars, tokens, calls, wall time) are checked by the ledger before every LM request;
-conditions on the search's progress (candidates, patience) by the search between candidates.
+Here are the limits on spending (dollars, tokens, calls, wall time), which the LM ledger checks before every
+request; the search adds its own limits on progress (candidates, patience: :mod:`masforge.search.budget`).
 """
 
 from __future__ import annotations
@@ -18,23 +18,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 @dataclass(frozen=True)
 class Usage:
-    """What a run has spent and done so far: what stop conditions look at."""
+    """What a run has spent so far: what stop conditions look at (a search adds its progress to it)."""
 
     dollars: float = 0.0
     tokens: int = 0
     calls: int = 0
     """Requests sent to a provider (failed ones and retries included)."""
     seconds: float = 0.0
-    candidates: int = 0
-    since_best: int = 0
-    """Candidates evaluated since the best one so far."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +115,8 @@ class BudgetLimit:
         return self.reason.format(flags=self.flags)
 
 
-# Every limit of a run, in the order a budget checks them (the first one reached names the stop).
-BUDGET_LIMITS: dict[str, BudgetLimit] = {limit.field: limit for limit in (
+# The limits on spending, in the order a budget checks them (the first one reached names the stop).
+SPEND_LIMITS: dict[str, BudgetLimit] = {limit.field: limit for limit in (
     BudgetLimit("max_dollars", "dollars", "dollars", "dollars", "--budget-usd", "Dollar budget.",
                 "dollar budget reached ({flags})", spend=True),
     BudgetLimit("max_tokens", "tokens", "tokens", "tokens", "--max-tokens", "Token budget.",
@@ -129,19 +126,16 @@ BUDGET_LIMITS: dict[str, BudgetLimit] = {limit.field: limit for limit in (
                 spend=True),
     BudgetLimit("max_seconds", "wall_time", "seconds", "seconds", "--max-minutes", "Wall-time budget.",
                 "time budget reached ({flags})", spend=True, scale=60),
-    BudgetLimit("max_candidates", "max_candidates", "candidates", "candidates", "--max-candidates",
-                "Candidates to evaluate.", "all candidates evaluated ({flags})", short="-n"),
-    BudgetLimit("patience", "patience", "since_best", "candidates without a new best", "--patience",
-                "Stop after this many candidates without a new best.", "no new best for {flags} candidates"),
 )}
 
 
 @dataclass(frozen=True)
-class _Limit(StopCondition):
-    """A condition ``usage.<field> >= value``; what it says about itself comes from its row of
-    :data:`BUDGET_LIMITS` (``field`` names the row)."""
+class Limit(StopCondition):
+    """A condition ``usage.<field> >= value``; what it says about itself comes from its declaration
+    (``declared``, set by each subclass)."""
 
     value: float
+    declared: ClassVar[BudgetLimit]
     field: ClassVar[str] = ""
     field_name: ClassVar[str] = ""
     unit: ClassVar[str] = ""
@@ -149,15 +143,20 @@ class _Limit(StopCondition):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        row = BUDGET_LIMITS[cls.field]
-        cls.limit, cls.flag, cls.spend, cls.field_name, cls.unit, cls.scale = (
-            row.name, row.flag, row.spend, row.usage, row.unit, row.scale)
+        row = cls.declared
+        cls.field, cls.limit, cls.flag, cls.spend, cls.field_name, cls.unit, cls.scale = (
+            row.field, row.name, row.flag, row.spend, row.usage, row.unit, row.scale)
+
+    def counted(self, usage: Usage) -> float:
+        """What ``usage`` counts of this limit (0 in a usage that does not count it: a search's progress is not in
+        the LM ledger's)."""
+        return getattr(usage, self.field_name, 0)
 
     def reached(self, usage: Usage) -> bool:
-        return getattr(usage, self.field_name) >= self.value
+        return self.counted(usage) >= self.value
 
     def progress(self, usage: Usage) -> str:
-        return f"{_num(getattr(usage, self.field_name))} of {_num(self.value)} {self.unit}".rstrip()
+        return f"{_num(self.counted(usage))} of {_num(self.value)} {self.unit}".rstrip()
 
     def setting(self) -> str:
         value = self.value if self.scale == 1 else round(self.value / self.scale, 2)
@@ -175,67 +174,46 @@ def _num(value: float) -> str:
 
 
 @dataclass(frozen=True)
-class MaxDollars(_Limit):
+class MaxDollars(Limit):
     """Stop when the LM spend reaches ``value`` dollars."""
 
-    field = "max_dollars"
+    declared = SPEND_LIMITS["max_dollars"]
 
 
 @dataclass(frozen=True)
-class MaxTokens(_Limit):
+class MaxTokens(Limit):
     """Stop when prompt plus completion tokens reach ``value``."""
 
-    field = "max_tokens"
+    declared = SPEND_LIMITS["max_tokens"]
 
 
 @dataclass(frozen=True)
-class MaxCalls(_Limit):
+class MaxCalls(Limit):
     """Stop when ``value`` requests were sent to a provider (retries and failed requests count)."""
 
-    field = "max_calls"
+    declared = SPEND_LIMITS["max_calls"]
 
 
 @dataclass(frozen=True)
-class MaxSeconds(_Limit):
+class MaxSeconds(Limit):
     """Stop after ``value`` seconds of running (a resumed run counts the time of its earlier sessions)."""
 
-    field = "max_seconds"
-
-
-@dataclass(frozen=True)
-class MaxCandidates(_Limit):
-    """Stop when ``value`` candidates were evaluated (or restored) in this run."""
-
-    field = "max_candidates"
-
-
-@dataclass(frozen=True)
-class Patience(_Limit):
-    """Stop after ``value`` candidates in a row without a new best."""
-
-    field = "patience"
-
-
-# field name in the configuration -> condition, in the table's order
-_CONDITIONS = {cls.field: cls for cls in (MaxDollars, MaxTokens, MaxCalls, MaxSeconds, MaxCandidates, Patience)}
-_FIELDS: dict[str, type[_Limit]] = {field: _CONDITIONS[field] for field in BUDGET_LIMITS}
+    declared = SPEND_LIMITS["max_seconds"]
 
 
 class Budget(BaseModel):
-    """Limits of a run, any of which stops it (None: no such limit), plus any further conditions composed in
-    with ``|``. Built from keywords, from the ``budget:`` section of a run configuration, or from conditions."""
+    """Limits on spending, any of which stops a run (None: no such limit), plus any further conditions composed
+    in with ``|``. Built from keywords, from the ``budget:`` section of a run configuration, or from conditions.
+    A subclass adds limits of its own: a field and a :class:`Limit` in :attr:`LIMITS` each."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    LIMITS: ClassVar[tuple[type[Limit], ...]] = (MaxDollars, MaxTokens, MaxCalls, MaxSeconds)
+    """The conditions of the fields, in the order they are checked (the first one reached names the stop)."""
 
     max_dollars: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
     max_calls: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0)
-    max_candidates: int | None = Field(default=None, ge=1)
-    patience: int | None = Field(default=None, ge=1)
-    test_share: float = Field(default=0.2, ge=0, lt=1)
-    """Share of each spend limit (dollars, tokens, calls, time) kept for re-scoring the finalists on the
-    held-out split: the search stops at the rest, the re-scoring may use what is left of the whole."""
     _extra: list[StopCondition] = PrivateAttr(default_factory=list)
 
     def __init__(self, conditions: Iterable[StopCondition] = (), **limits: Any) -> None:
@@ -243,20 +221,29 @@ class Budget(BaseModel):
         for cond in conditions:
             self._add(cond)
 
+    @classmethod
+    def declared(cls) -> dict[str, BudgetLimit]:
+        """The declaration of each limit of this budget, by field, in the order they are checked."""
+        return {limit.field: limit.declared for limit in cls.LIMITS}
+
     def _add(self, cond: StopCondition) -> None:
-        name = next((k for k, cls in _FIELDS.items() if type(cond) is cls), None)
-        if name is not None and isinstance(cond, _Limit):
-            current = getattr(self, name)
+        if isinstance(cond, Limit) and type(cond) in self.LIMITS:
+            current = getattr(self, cond.field)
             value = cond.value if current is None else min(current, cond.value)
-            setattr(self, name, value)
+            setattr(self, cond.field, value)
         else:
             self._extra.append(cond)
+
+    def _copy(self) -> Self:
+        out = type(self)(**self.model_dump())
+        out._extra = list(self._extra)
+        return out
 
     @property
     def conditions(self) -> list[StopCondition]:
         """Every condition of this budget (limits first, in a fixed order)."""
-        out: list[StopCondition] = [cls(getattr(self, name)) for name, cls in _FIELDS.items()
-                                    if getattr(self, name) is not None]
+        out: list[StopCondition] = [cls(getattr(self, cls.field)) for cls in self.LIMITS
+                                    if getattr(self, cls.field) is not None]
         return out + list(self._extra)
 
     def stop(self, usage: Usage, *, spend_only: bool = False, progress_only: bool = False) -> Stop | None:
@@ -269,27 +256,27 @@ class Budget(BaseModel):
                 return found
         return None
 
-    def scaled(self, share: float) -> Budget:
+    def scaled(self, share: float) -> Self:
         """This budget with every spend limit multiplied by ``share`` (the search's part of it)."""
-        out = Budget(**self.model_dump())
-        for name, cls in _FIELDS.items():
-            value = getattr(self, name)
+        out = self._copy()
+        for cls in self.LIMITS:
+            value = getattr(self, cls.field)
             if value is not None and cls.spend:
                 scaled = cls(value).scaled(share)
-                assert isinstance(scaled, _Limit)
-                setattr(out, name, scaled.value)
+                assert isinstance(scaled, Limit)
+                setattr(out, cls.field, scaled.value)
         out._extra = [c.scaled(share) for c in self._extra]
         return out
 
-    def for_search(self) -> Budget:
-        """The part of this budget the search may spend (the rest is kept for the held-out re-scoring)."""
-        return self.scaled(1.0 - self.test_share) if self.test_share else self
+    def spending(self) -> Budget:
+        """Only the limits on spending of this budget (what the LM ledger checks)."""
+        return Budget(**{cls.field: getattr(self, cls.field) for cls in self.LIMITS if cls.spend})
 
     def get(self, limit: str) -> float | None:
         """The value of a limit by the name a stop reports (``llm_calls``, ``dollars``, ...), or None."""
-        for name, cls in _FIELDS.items():
+        for cls in self.LIMITS:
             if cls.limit == limit:
-                value = getattr(self, name)
+                value = getattr(self, cls.field)
                 return float(value) if value is not None else None
         return None
 
@@ -303,15 +290,14 @@ class Budget(BaseModel):
         for cond in self.conditions:
             if isinstance(cond, MaxDollars):
                 parts.append(f"${_num(cond.value)}")
-            elif isinstance(cond, _Limit):
+            elif isinstance(cond, Limit):
                 parts.append(f"{_num(cond.value)} {cond.unit}")
             else:
                 parts.append(cond.flag)
         return ", ".join(parts) or "no limit"
 
-    def __or__(self, other: StopCondition | Budget) -> Budget:
-        out = Budget(**self.model_dump())
-        out._extra = list(self._extra)
+    def __or__(self, other: StopCondition | Budget) -> Self:
+        out = self._copy()
         for cond in (other.conditions if isinstance(other, Budget) else [other]):
             out._add(cond)
         return out

@@ -27,7 +27,6 @@ from masforge.errors import (  # noqa: E402
     MasforgeError,
     ProviderError,
 )
-from masforge.execution.standalone.connect import api_key_for, completion_request, cut_at_stop  # noqa: E402
 from masforge.lm import rates as lm_rates  # noqa: E402
 from masforge.lm.budget import Budget  # noqa: E402
 from masforge.lm.cache import LMCache, default_cache_path  # noqa: E402
@@ -50,6 +49,7 @@ from masforge.lm.trace import (  # noqa: E402
     waiting_on_provider,
 )
 from masforge.redact import redact, redact_secret_values, register_secret  # noqa: E402
+from masforge.standalone.connect import api_key_for, completion_request, cut_at_stop  # noqa: E402
 
 __all__ = ["Budget", "CacheMiss", "Completion", "EndpointError", "LMCache", "LMClient", "LMConfig", "Ledger",
            "Messages", "RequestAbandoned", "Responder", "abandon_requests", "check_credentials", "default_cache_path",
@@ -264,7 +264,7 @@ class LMClient:
         """litellm model, api_base and api_key for ``cfg`` (starting the local server if needed)."""
         if cfg.is_local:
             if cfg.model not in self._endpoints:
-                from masforge.runtime.local_model import ensure_local_server
+                from masforge.local_model import ensure_local_server
 
                 name = cfg.model.split(":", 1)[1] if ":" in cfg.model else "qwen"
                 ep = ensure_local_server(name)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import ConfigError
-from masforge.execution.standalone.connect import default_sampling, missing_key_env, quiet_litellm
+from masforge.standalone.connect import default_sampling, missing_key_env, quiet_litellm
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def parse_lm(spec: str | LMConfig | dict[str, Any] | None) -> LMConfig:
         # A long answer on a busy 2-core machine can take minutes; a timeout would only pay for it again.
         # One request at a time on llama-cpp-python's server (it serialises them); with llama.cpp's own, its slots.
         # A server another masforge process shares with this one keeps its own slot count.
-        from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL, get_spec
-        from masforge.runtime.local_model.llama_server import local_slots
+        from masforge.local_model.catalog import DEFAULT_LOCAL_MODEL, get_spec
+        from masforge.local_model.llama_server import local_slots
 
         name = text.partition(":")[2] or DEFAULT_LOCAL_MODEL
         get_spec(name)  # an unknown name is one line now, not after the search has started

@@ -30,7 +30,7 @@ class MasforgeLM(dspy.BaseLM):
         self.client = client
         self.alias = alias
         self.sample = sample
-        # What the agents' ``auto`` prompt adapter resolves against (masforge.execution.standalone.system).
+        # What the agents' ``auto`` prompt adapter resolves against (masforge.standalone.system).
         self.adapter = cfg.adapter
         self.is_local = cfg.is_local
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from masforge.errors import BudgetExceeded, RunHalted, stop_error
-from masforge.lm.budget import Budget, Usage
+from masforge.lm.budget import Budget, MaxDollars, Usage
 
 
 @dataclass
@@ -143,8 +143,8 @@ class Ledger:
             cap = self.budget.max_dollars
             if cap is not None and worst_dollars > 0 and self.dollars + self.reserved_dollars + worst_dollars > cap:
                 left = max(0.0, cap - self.dollars - self.reserved_dollars)
-                raise BudgetExceeded("dollars", (
-                    f"budget reached: --budget-usd {cap:g}: the next request could cost up to ${worst_dollars:.4f}"
+                raise BudgetExceeded(MaxDollars.limit, (
+                    f"budget reached: {MaxDollars.flag} {cap:g}: the next request could cost up to ${worst_dollars:.4f}"
                     f"{f' ({worst_detail})' if worst_detail else ''}, more than the ${left:.4f} left (spent "
                     f"${self.dollars:.4f}, ${self.reserved_dollars:.4f} in flight); raise it to go on (a stopped "
                     "search continues with --resume)"))

@@ -1,6 +1,6 @@
 """A machine where the embedded model is "installed" with no model at all: a cache folder holding placeholder
 weights and an executable that runs :mod:`masforge.testing.stub_server` with llama.cpp's server's flags, named by
-``$MASFORGE_LLAMA_SERVER`` (the testing seam of :mod:`masforge.runtime.local_model.llama_server`). masforge then
+``$MASFORGE_LLAMA_SERVER`` (the testing seam of :mod:`masforge.local_model.llama_server`). masforge then
 starts, shares and stops "the embedded model's server" as it would the real one; tests and benchmark dry runs use it.
 """
 
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from masforge.cache_root import CACHE_ENV
-from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL, get_spec
-from masforge.runtime.local_model.llama_server import SERVER_ENV
-from masforge.runtime.local_model.weights import models_dir
+from masforge.local_model.catalog import DEFAULT_LOCAL_MODEL, get_spec
+from masforge.local_model.llama_server import SERVER_ENV
+from masforge.local_model.weights import models_dir
 
 
 def fake_llama_env(folder: Path, *, latency_s: float = 0.0, model: str = DEFAULT_LOCAL_MODEL) -> dict[str, str]:

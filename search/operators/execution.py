@@ -243,7 +243,7 @@ def _sampled_answerers(g: Genome, node: str) -> list[Agent]:
 
 def effective_temperature(agent: Agent) -> float:
     """The temperature ``agent``'s copies sample at (None on a sampled agent: the runtime's copies temperature)."""
-    from masforge.execution.standalone.system import COPIES_TEMPERATURE
+    from masforge.standalone.system import COPIES_TEMPERATURE
 
     return agent.temperature if agent.temperature else COPIES_TEMPERATURE
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from masforge.errors import BudgetExceeded, MasforgeError
-from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.schema import MODULE_KINDS, Genome
 from masforge.lm.client import LMClient
 from masforge.search.context import Proposal
@@ -31,6 +30,7 @@ from masforge.search.operators.prompting import failure_text, fit_prompt, genome
 from masforge.search.operators.proposal import GenomeKind, ProposalParseError, parse_proposal, proposal_json_schema
 from masforge.search.population import Candidate
 from masforge.search.prompts import render
+from masforge.standalone.plain_adapter import strip_think
 from masforge.text import shorten
 
 if TYPE_CHECKING:

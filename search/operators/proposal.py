@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.io import format_validation_error
 from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD, VERDICTS
 from masforge.genome.outline import outline
@@ -27,6 +26,7 @@ from masforge.genome.signature import parse_signature
 from masforge.genome.validate import problems
 from masforge.input_limits import check_tree, current_limits, load_yaml
 from masforge.lm.adapters import ADAPTERS
+from masforge.standalone.plain_adapter import strip_think
 
 GenomeKind = Literal["config", "code"]
 

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from masforge.errors import BudgetExceeded, GenomeError, MasforgeError
-from masforge.execution.standalone.plain_adapter import strip_think
 from masforge.genome.schema import Agent, Genome
 from masforge.genome.validate import problems
 from masforge.search.context import Proposal, SearchContext
@@ -51,6 +50,7 @@ from masforge.search.population import Candidate
 from masforge.search.prompts import render, template
 from masforge.search.strategies.base import Strategy, bad_option, register, rewritten
 from masforge.seeds import load_seed
+from masforge.standalone.plain_adapter import strip_think
 
 TOPOLOGY_EDITS = ("add_agent", "add_sampled_branch", "remove_agent", "rewire", "change_rounds",
                   "change_aggregation", "change_module", "change_copies", *EXECUTION_EDITS)

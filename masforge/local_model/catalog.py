@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from masforge.errors import LocalModelError
-from masforge.runtime.local_model.llama_server import EXTERNAL_ENV
+from masforge.local_model.llama_server import EXTERNAL_ENV
 
 #: Environment variable pointing at an already-running OpenAI-compatible server (e.g.
 #: ``http://127.0.0.1:8000/v1``); when set, masforge never starts a server of its own.

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable
 from typing import NamedTuple
 
-from masforge.execution.standalone.examples import (
+from masforge.standalone.examples import (
     EXAMPLE_PASSED,
     _compiles,
     answer_code,
@@ -22,7 +22,7 @@ from masforge.execution.standalone.examples import (
     read_check_report,
     stated_examples,
 )
-from masforge.execution.standalone.prompts import render_prompt
+from masforge.standalone.prompts import render_prompt
 
 WRITTEN_TESTS_LIMIT = 10
 """At most this many ``assert`` lines are taken from the tests agents wrote (the first ones)."""

@@ -1,4 +1,4 @@
-"""The process that owns a shared server: ``python -m masforge.runtime.local_model.supervisor``.
+"""The process that owns a shared server: ``python -m masforge.local_model.supervisor``.
 
 The first masforge process that needs the embedded model starts this in a session of its own (so no user's Ctrl-C
 or exit reaches it). It starts the llama.cpp server as its child (which the kernel kills if the supervisor dies,
@@ -20,11 +20,11 @@ from pathlib import Path
 from types import FrameType
 
 from masforge.errors import LocalModelError
+from masforge.local_model.catalog import LocalModelSpec
+from masforge.local_model.llama_server import started_server_kind
+from masforge.local_model.registry import Registry
+from masforge.local_model.server import LocalServer
 from masforge.processes import process_start_time
-from masforge.runtime.local_model.catalog import LocalModelSpec
-from masforge.runtime.local_model.llama_server import started_server_kind
-from masforge.runtime.local_model.registry import Registry
-from masforge.runtime.local_model.server import LocalServer
 
 POLL_S = 0.5
 """How often the leases are looked at."""
@@ -62,7 +62,7 @@ def watch(registry: Registry, server_id: str, server: LocalServer, idle_s: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m masforge.runtime.local_model.supervisor",
+    parser = argparse.ArgumentParser(prog="python -m masforge.local_model.supervisor",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--spec", required=True, help="the model spec as JSON")
     parser.add_argument("--id", required=True, help="this server's name in the registry")

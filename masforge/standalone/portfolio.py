@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from masforge.execution.standalone.examples import passed_counts, stated_examples
-from masforge.execution.standalone.router import route
+from masforge.standalone.examples import passed_counts, stated_examples
+from masforge.standalone.router import route
 
 
 def escalation_after(routed: int, escalation: Sequence[int]) -> list[int]:

@@ -47,10 +47,6 @@ from typing import Any, NamedTuple
 
 import dspy
 
-from masforge.execution.standalone.adapters import choose_adapter, make_adapter
-from masforge.execution.standalone.examples import passed_counts
-from masforge.execution.standalone.execute import CheckRun, Checks, check_report, gather_checks, run_checks
-from masforge.execution.standalone.prompts import render_prompt
 from masforge.genome.names import (
     EXECUTE_MODULE,
     JUDGE_INPUT,
@@ -60,6 +56,10 @@ from masforge.genome.names import (
     TOOL_ARG,
     VERDICT_FIELD,
 )
+from masforge.standalone.adapters import choose_adapter, make_adapter
+from masforge.standalone.examples import passed_counts
+from masforge.standalone.execute import CheckRun, Checks, check_report, gather_checks, run_checks
+from masforge.standalone.prompts import render_prompt
 
 # Custom dspy LMs (masforge's, the export's) implement forward(): dspy 3.4 marks that interface deprecated (removal
 # in 3.5; masforge pins <3.5). A sample index on a greedy LM is expected (copies sample only when they need to).

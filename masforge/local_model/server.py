@@ -28,16 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import LocalModelError
-from masforge.ports import free_port
-from masforge.runtime.local_model.catalog import (
+from masforge.local_model.catalog import (
     DEFAULT_LOCAL_MODEL,
     LOCAL_API_KEY,
     LocalModelSpec,
     get_spec,
 )
-from masforge.runtime.local_model.llama_server import command as native_command
-from masforge.runtime.local_model.llama_server import server_binary
-from masforge.runtime.local_model.weights import logs_dir, model_path
+from masforge.local_model.llama_server import command as native_command
+from masforge.local_model.llama_server import server_binary
+from masforge.local_model.weights import logs_dir, model_path
+from masforge.ports import free_port
 
 _LLAMA_MISSING = (
     "llama-cpp-python is not installed: run `make llama` (or `pip install 'llama-cpp-python[server]'`)"
@@ -376,7 +376,7 @@ class LocalServer:
           faster. Requests with ``logprobs`` therefore fail.
         """
         native = server_binary()
-        if native is not None:  # llama.cpp's own server: parallel slots (see masforge.runtime.local_model.llama_server)
+        if native is not None:  # llama.cpp's own server: parallel slots (see masforge.local_model.llama_server)
             return native_command(native, model_file, alias=self.alias, host=self.host, port=port, n_ctx=self.n_ctx,
                                   threads=self.n_threads)
         cmd = [

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from masforge.execution.standalone.examples import stated_examples
 from masforge.genome.names import FEATURE_VERSION, NUMERIC_FEATURES, feature_count  # noqa: F401 - re-exported
+from masforge.standalone.examples import stated_examples
 
 _WORD = re.compile(r"[a-z0-9_]+")
 

@@ -132,7 +132,7 @@ def local_slots(model: str | None = None) -> int:
             if served is not None:
                 return served
         if model is not None:
-            from masforge.runtime.local_model.registry import recorded_slots
+            from masforge.local_model.registry import recorded_slots
 
             recorded = recorded_slots(model)
             if recorded is not None:

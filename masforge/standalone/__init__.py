@@ -17,6 +17,9 @@ export and masforge cannot drift apart:
 * :mod:`.command_line`: the exported module's command line.
 
 Rules that make inlining safe (checked by the tests): a module here imports only the standard library, dspy,
-litellm, its siblings (``from masforge.execution.standalone.<module> import ...``) and the names it shares with the
-genome (:mod:`masforge.genome.names`, which the export carries too); top-level names are unique across them.
+litellm, its siblings (``from masforge.standalone.<module> import ...``) and the names it shares with the
+genome (:mod:`masforge.genome.names`, which the export carries too); top-level names are unique across them. The
+embedded model (:mod:`masforge.local_model`) is reached only inside a function and a ``try``. So this package
+stands on the ground floor of the house, beside the genome: it imports nothing of masforge above it, and the LM
+client (:mod:`masforge.lm`) and the execution of genomes (:mod:`masforge.execution`) stand on it.
 """

@@ -8,7 +8,7 @@ import ast
 import re
 from functools import cache
 
-from masforge.execution.standalone.prompts import PROMPTS
+from masforge.standalone.prompts import PROMPTS
 
 # A fenced code block (an unclosed last one runs to the end).
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n.*?(?:```|\Z)", re.S)

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from masforge.execution.standalone.connect import completion_request, connect, quiet_litellm
+from masforge.standalone.connect import completion_request, connect, quiet_litellm
 
 MAX_LLM_CALLS_PER_RUN = 50
 MAX_TOOL_CALLS_PER_RUN = 50

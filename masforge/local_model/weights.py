@@ -18,7 +18,7 @@ from pathlib import Path
 
 from masforge.cache_root import cache_root
 from masforge.errors import LocalModelError
-from masforge.runtime.local_model.catalog import DEFAULT_LOCAL_MODEL, LocalModelSpec, _split_requirement, get_spec
+from masforge.local_model.catalog import DEFAULT_LOCAL_MODEL, LocalModelSpec, _split_requirement, get_spec
 
 _CHUNK = 1 << 20  # 1 MiB streaming buffer
 

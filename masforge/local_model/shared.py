@@ -9,7 +9,7 @@ stopped, unless it serves other weights to users of its own) and a new server is
 
 The server outlives no one: the last user to leave stops it, and its supervisor stops it once no user has lived for
 the idle time (``$MASFORGE_LOCAL_IDLE_S``, a user killed by SIGKILL holds no lease). Every process sends it at most
-its slot count of requests at once (:func:`masforge.runtime.local_model.llama_server.local_slots` reads the record).
+its slot count of requests at once (:func:`masforge.local_model.llama_server.local_slots` reads the record).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from masforge.errors import LocalModelError
-from masforge.processes import process_start_time
-from masforge.runtime.local_model.catalog import (
+from masforge.local_model.catalog import (
     DEFAULT_LOCAL_MODEL,
     EXTERNAL_API_BASE_ENV,
     LocalModelSpec,
     get_spec,
 )
-from masforge.runtime.local_model.registry import Lease, Registry, ServerRecord, User, records
-from masforge.runtime.local_model.server import LocalEndpoint, _owns_listener, _served_models, answers, preflight
-from masforge.runtime.local_model.weights import logs_dir
+from masforge.local_model.registry import Lease, Registry, ServerRecord, User, records
+from masforge.local_model.server import LocalEndpoint, _owns_listener, _served_models, answers, preflight
+from masforge.local_model.weights import logs_dir
+from masforge.processes import process_start_time
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def _start(spec: LocalModelSpec, registry: Registry) -> _Use:
     server_id = secrets.token_hex(6)
     logs = logs_dir(cache)
     logs.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "masforge.runtime.local_model.supervisor", "--spec", spec.to_json(),
+    cmd = [sys.executable, "-m", "masforge.local_model.supervisor", "--spec", spec.to_json(),
            "--id", server_id, "--cache", str(cache), "--idle", repr(idle)]
     with (logs / f"supervisor-{spec.name}.log").open("ab") as err:
         # A session of its own: the user's Ctrl-C or exit must not reach a server other processes use.

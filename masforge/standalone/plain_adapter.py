@@ -17,10 +17,10 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dspy
 from dspy.signatures.signature import Signature
 
-from masforge.execution.standalone.connect import cut_at_stop
-from masforge.execution.standalone.prompts import render_prompt
-from masforge.execution.standalone.reading import _FENCE, _FINAL, asks_for_code, keep_written_code, split_final_answer
 from masforge.genome.names import TOOL_ARG
+from masforge.standalone.connect import cut_at_stop
+from masforge.standalone.prompts import render_prompt
+from masforge.standalone.reading import _FENCE, _FINAL, asks_for_code, keep_written_code, split_final_answer
 
 # Output fields that carry working, not the answer: chain of thought and ReAct name them so.
 _WORKING = ("reasoning", "rationale", "next_thought", "thought")

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from masforge.execution.standalone.connect import LMSetupError, default_sampling
+from masforge.standalone.connect import LMSetupError, default_sampling
 
 MODEL_ENV = "MASFORGE_EXPORT_MODEL"
 Answer = Callable[[dict[str, str], dict[str, Any]], dict[str, Any]]

@@ -84,7 +84,7 @@ def make_adapter(name: str) -> Any:
     import dspy
 
     if name == "plain":
-        from masforge.execution.standalone.plain_adapter import PlainAdapter
+        from masforge.standalone.plain_adapter import PlainAdapter
 
         return PlainAdapter()
     if name in ("json", "chat"):

@@ -71,7 +71,7 @@ def api_key_for(model: str, api_base: str | None = None, api_key_env: str | None
 def _local_endpoint(model: str) -> tuple[str, str, str]:
     """(litellm model, api_base, api_key) of the embedded model, its server started by masforge."""
     try:
-        from masforge.runtime.local_model import ensure_local_server
+        from masforge.local_model import ensure_local_server
     except ImportError:
         raise LMSetupError(
             f"this system runs on masforge's embedded model ({model}), and masforge is not installed here: "

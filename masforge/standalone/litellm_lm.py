@@ -6,7 +6,7 @@ from typing import Any
 
 import dspy
 
-from masforge.execution.standalone.connect import completion_request, connect, quiet_litellm
+from masforge.standalone.connect import completion_request, connect, quiet_litellm
 
 
 class LiteLLM(dspy.BaseLM):
