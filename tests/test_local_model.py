@@ -65,11 +65,15 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    """No live process is left in group ``pgid`` (a zombie not yet reaped by init is dead: it runs nothing)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------------
