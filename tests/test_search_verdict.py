@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -80,6 +81,18 @@ def test_best_overall_and_best_new_are_named_apart(searched: Any, monkeypatch: p
     assert f"best new system {found.name}" in out and "best system overall:" in out
     summary = CliRunner().invoke(app, ["report", str(result.run_dir)], env={**os.environ, "COLUMNS": "200"}).output
     assert "best new" in summary and f"({result.best_new.short_id})" in summary
+
+
+def test_a_shipped_seed_the_search_rebuilt_is_named_rediscovered(searched: Any, monkeypatch: pytest.MonkeyPatch):
+    # the quickstart's case: io's child is the escalate seed's design, so it is the best "seed" and no new system
+    _, seed = searched.held_out()
+    top = searched.best.id
+    candidates = [dataclasses.replace(c, rediscovers="escalate") if c.id in (seed.genome_id, top) else c
+                  for c in searched.candidates]
+    out = _printed(dataclasses.replace(searched, candidates=candidates), monkeypatch)
+    assert f"best seed {seed.name} (rediscovered: a shipped seed the search rebuilt)" in out
+    assert "(rediscovered: the search rebuilt the shipped seed escalate from its own seeds" in out
+    assert "(a seed: the search found nothing better)" not in out
 
 
 def test_the_old_names_still_work_and_say_they_are_deprecated(searched: Any):

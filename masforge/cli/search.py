@@ -291,6 +291,10 @@ def print_search_result(result: object) -> None:
             f"because the provider or the sandbox failed ({shorten(outage['error'], 160)}); they are evaluated "
             "again on --resume"))
     found, seed = r.held_out()  # type: ignore[attr-defined]
+    rebuilt = {c.id: c.rediscovers for c in r.candidates if c.rediscovers}  # type: ignore[attr-defined]
+    seed_label = escape(seed.name) if seed is not None else ""
+    if seed is not None and rebuilt.get(seed.genome_id):  # not a seed of this run: the library's, rebuilt
+        seed_label += " (rediscovered: a shipped seed the search rebuilt)"
     n_val = r.stats.get("selection_examples") or r.config.limit  # type: ignore[attr-defined]
     verdict = r.verdict  # type: ignore[attr-defined]
     comparison = verdict.comparison
@@ -298,20 +302,24 @@ def print_search_result(result: object) -> None:
         colour = {"better": "green", "worse": "red"}.get(verdict.outcome, "yellow")
         console.print(f"held-out test, the same {verdict.n} examples for both: best new system "
                       f"[bold]{escape(found.name)}[/bold] {verdict.found_score:.3f} vs best seed "
-                      f"[bold]{escape(seed.name)}[/bold] {verdict.seed_score:.3f}, difference "
+                      f"[bold]{seed_label}[/bold] {verdict.seed_score:.3f}, difference "
                       f"{verdict.diff:+.3f} [{verdict.ci_low:+.3f}, {verdict.ci_high:+.3f}] (paired 95% CI): "
                       f"[{colour}]{escape(verdict.sentence)}[/{colour}]", soft_wrap=True)
         console.print(f"  {r.config.split} ({n_val} examples): best new system {found.validation:.3f}, "  # type: ignore[attr-defined]
                       f"best seed {seed.validation:.3f}")
     elif found is not None and seed is not None and verdict.outcome == "unpaired":
         console.print(f"held-out test: best new system [bold]{escape(found.name)}[/bold] {found.test:.3f} "
-                      f"({found.n} examples) vs best seed [bold]{escape(seed.name)}[/bold] {seed.test:.3f} "
+                      f"({found.n} examples) vs best seed [bold]{seed_label}[/bold] {seed.test:.3f} "
                       f"({seed.n} examples): not scored on the same examples, so no verdict")
     else:
         console.print(f"[yellow]{escape(verdict.sentence)}[/yellow]")
     best = r.best  # type: ignore[attr-defined]
     if best is not None:
-        seed_note = " (a seed: the search found nothing better)" if not r.is_new(best) else ""  # type: ignore[attr-defined]
+        if best.rediscovers:
+            seed_note = (f" (rediscovered: the search rebuilt the shipped seed {escape(best.rediscovers)} from its "
+                         "own seeds, and found nothing better)")
+        else:
+            seed_note = " (a seed: the search found nothing better)" if not r.is_new(best) else ""  # type: ignore[attr-defined]
         console.print(f"best system overall: [bold]{escape(best.genome.name)}[/bold] ({best.short_id}) selection "
                       f"score {best.score:.3f} on {n_val} examples{seed_note}")
     if r.references is not None:  # type: ignore[attr-defined]
