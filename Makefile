@@ -43,7 +43,7 @@ model: $(BIN)/.llama
 	$(BIN)/masforge models pull
 
 run: model bubblewrap
-	@echo "make run: a small real search on the embedded model, about 18 minutes on a quiet 2-core machine;"
+	@echo "make run: a small real search on the embedded model, about 9 minutes on a quiet 2-core machine;"
 	@echo "  other work on the machine (another model server, a build) slows it in proportion. It prints its own"
 	@echo "  estimate before it starts, a progress line at least every minute, and Ctrl-C stops it within seconds."
 	$(BIN)/masforge search --config examples/quickstart.yaml
