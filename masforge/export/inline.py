@@ -24,8 +24,8 @@ from importlib import resources
 PACKAGE = "masforge.standalone"
 CARRIED = ("masforge.genome.names",)
 """Modules outside :data:`PACKAGE` that an export carries (standard library only), so the runtime may import them."""
-CONFIG_MODULES = ("prompts", "masforge.genome.names", "adapters", "reading", "plain_adapter", "examples", "execute",
-                  "system", "connect", "litellm_lm", "command_line")
+CONFIG_MODULES = ("prompts", "masforge.genome.names", "adapters", "reading", "plain_adapter", "prose_examples",
+                  "examples", "execute", "system", "connect", "litellm_lm", "command_line")
 """What a config export carries, in dependency order."""
 PORTFOLIO_MODULES = (*CONFIG_MODULES, "router", "portfolio")
 """What a portfolio export carries: a config export's runtime, the router's prediction and the routing."""

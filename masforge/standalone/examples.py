@@ -1,20 +1,24 @@
 """The ``run_examples`` aggregation: keep the candidate program that passes the examples its task states.
 
 A coding task usually shows how its function behaves: an ``assert`` line ("Your code should pass this test:
-assert f(3) == 15"), doctest lines (">>> f(3)" then "15") or an example in prose ("f(3) ==> 15"). Those are
-part of the question every candidate sees, not hidden tests, so a system may run them, as a programmer would
-before handing in code. Each candidate's code runs with the stated examples in the ``python`` tool
-(masforge's sandbox; the child process of an exported module), one ``try`` per example, and counts the
-examples it passes. Candidates that pass the most examples win; the vote among them (or among all, when the
-task states none) picks the answer.
+assert f(3) == 15"), doctest lines (">>> f(3)" then "15") or an example in prose ("f(3) ==> 15", "f(3) returns 15",
+"Input: n = 3" then "Output: 15": :mod:`.prose_examples`). Those are part of the question every candidate
+sees, not hidden tests, so a system may run them, as a programmer would before handing in code. Each candidate's
+code runs with the stated examples in the ``python`` tool (masforge's sandbox; the child process of an exported
+module), one ``try`` per example, and counts the examples it passes. Candidates that pass the most examples win;
+the vote among them (or among all, when the task states none) picks the answer.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from collections.abc import Callable
+
+from masforge.standalone.prose_examples import prose_examples
 
 EXAMPLE_PASSED = "MASFORGE-EXAMPLES-PASSED"
 """What the check program's last line starts with, followed by the numbers of the examples the candidate passed."""
@@ -48,7 +52,7 @@ def stated_examples(question: str) -> list[str]:
         line = lines[i]
         doctest = _DOCTEST.match(line)
         if doctest:
-            call = doctest.group(1).strip()
+            call = _without_comment(doctest.group(1)).strip()
             expected: list[str] = []
             i += 1
             while i < len(lines) and not _output_ends(lines[i]):
@@ -70,7 +74,20 @@ def stated_examples(question: str) -> list[str]:
             value = re.split(r"\s=\s", shown.group(2))[-1].strip()
             checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
         i += 1
+    shown = " ".join(checks)
+    checks += [check for call, check in prose_examples(question) if call not in shown]
     return [c for c in dict.fromkeys(checks) if _compiles(c)]
+
+
+def _without_comment(source: str) -> str:
+    """A line of code without its trailing ``# comment`` (a ``#`` inside a string stays)."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                return source[:tok.start[1]]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return source
 
 
 def question_imports(question: str) -> list[str]:
