@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
         from headroom import measure  # noqa: PLC0415  (bench/ is the script's folder)
 
         genomes = [resolve_genome("io"), parse_genome_text(state["library"]["best"]["yaml"], "library", "yaml")]
-        if state.get("overall") and not state["overall"].get("kept_seed"):
+        if state.get("overall"):
             genomes.append(load_genome(out.parent / "discovered" / f"{args.task}.yaml"))
         state["headroom"] = measure(task, client, genomes, split="test", limit=args.decisive_limit)
     _save(state_path, state)
@@ -404,7 +404,9 @@ def decisive_checks(args: argparse.Namespace, state: dict[str, Any], task: Any, 
     """The best new system overall (by selection score, never by test score) against the library's best and against
     io on the whole test split, and transferred to ``--transfer``'s test split; written to
     ``bench/results/discovered/<task>.yaml``. A best found that is not above the library's best on the selection
-    set leaves the library's seed as the search's answer, and nothing to check."""
+    set leaves the library's seed as the search's answer (``kept_seed``); it is still checked and written, for the
+    record, since a system the search made is worth comparing on held-out data even when selection cannot tell it
+    from the seed."""
     out = Path(args.out)
     rows = [r for r in state["rows"] if r.get("found")]
     lib = state["library"]["best"]
@@ -412,19 +414,16 @@ def decisive_checks(args: argparse.Namespace, state: dict[str, Any], task: Any, 
     state.pop("decisive", None)
     state.pop("versus_io", None)
     state.pop("transfer", None)
-    if not above:
-        if rows:
-            best = max(rows, key=lambda r: r["found"]["fitness"])
-            state["overall"] = {"strategy": best["strategy"], "name": best["found"]["name"],
-                                "id": best["found"]["id"], "selection": best["found"]["selection"],
-                                "kept_seed": lib["name"]}
+    if not rows:
         return
-    best = max(above, key=lambda r: r["found"]["fitness"])  # by selection, never by test
+    best = max(above or rows, key=lambda r: r["found"]["fitness"])  # by selection, never by test
     found = parse_genome_text(best["found"]["yaml"], "discovered", "yaml")
     library = parse_genome_text(lib["yaml"], "library", "yaml")
     io = resolve_genome("io")
     state["overall"] = {"strategy": best["strategy"], "name": found.name, "id": found.id,
                         "selection": best["found"]["selection"], "stack": best["found"].get("stack", [])}
+    if not above:
+        state["overall"]["kept_seed"] = lib["name"]
     found_all = test_scores(task, client, found, args.decisive_limit)
     state["decisive"] = paired(found_all, test_scores(task, client, library, args.decisive_limit)) | {
         "seed_name": library.name, "limit": args.decisive_limit}
@@ -564,16 +563,18 @@ def task_section(state: dict[str, Any]) -> list[str]:
                      f"best: {stack}")
     lines.append("")
     o = state.get("overall")
-    if o and o.get("kept_seed"):
+    if o and o.get("kept_seed") and not state.get("decisive"):
         lines += [f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} ({o['selection']:.3f} "
                   f"on the selection set), not above the library's best `{o['kept_seed']}` there: the search's answer "
-                  "stays that seed, so there is no found system to check on the whole test split.", "",
+                  "stays that seed.", "",
                   f"**Verdict ({task}):** no system found by the search beat the library's best seed on the selection "
                   "set.", ""]
     elif o and state.get("decisive"):
+        kept = (f" It is not above the library's best `{o['kept_seed']}` there, so the search's answer stays that "
+                "seed; the checks below are for the record." if o.get("kept_seed") else "")
         lines.append(f"Best found overall (by selection score): `{o['name']}` from {o['strategy']} "
                      f"({o['selection']:.3f} on the selection set), in `bench/results/discovered/{task}.yaml`; "
-                     f"made by: {' > '.join(o.get('stack') or []) or '-'}.")
+                     f"made by: {' > '.join(o.get('stack') or []) or '-'}.{kept}")
         lines.append("")
         limit = state["decisive"].get("limit")
         split = "the whole" if limit is None else f"the first {limit} of the"
@@ -588,11 +589,19 @@ def task_section(state: dict[str, Any]) -> list[str]:
             lines.append("- " + _check_line(f"Transfer to the {t['task']} test split, against the library's best there",
                                             t["versus_library"], o["name"], t["versus_library"]["name"]))
         d = state["decisive"]
-        lines += ["", f"**Verdict ({task}):** " + (
-            f"the search found a system better than the library's best seed on held-out data (CI above 0, {d['n']} "
-            "examples)." if d["low"] > 0 else
-            f"no system found by the search is shown better than the library's best seed on held-out data ({d['n']} "
-            "examples)."), ""]
+        verdict = (f"the search found a system better than the library's best seed on held-out data (CI above 0, "
+                   f"{d['n']} examples)" if d["low"] > 0 else
+                   f"no system found by the search is shown better than the library's best seed on held-out data "
+                   f"({d['n']} examples)")
+        if o.get("kept_seed"):
+            verdict = ("no system found by the search beat the library's best seed on the selection set, so the "
+                       "search's answer stays that seed; on held-out data its best found is "
+                       + ("better than that seed (CI above 0, " if d["low"] > 0 else "not shown to differ from it (")
+                       + f"{d['n']} examples)")
+        v = state.get("versus_io")
+        if v and v["low"] > 0:
+            verdict += f"; the found system is better than io there (+{v['diff']:.3f}, CI above 0)"
+        lines += ["", f"**Verdict ({task}):** {verdict}.", ""]
     else:
         todo = [x for x in state["strategies"] if x not in {r["strategy"] for r in state["rows"]}]
         lines += [f"**Status: not finished.** Still to run: {', '.join(todo) or 'the final checks'}.", ""]
