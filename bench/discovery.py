@@ -589,15 +589,17 @@ def task_section(state: dict[str, Any]) -> list[str]:
             lines.append("- " + _check_line(f"Transfer to the {t['task']} test split, against the library's best there",
                                             t["versus_library"], o["name"], t["versus_library"]["name"]))
         d = state["decisive"]
-        verdict = (f"the search found a system better than the library's best seed on held-out data (CI above 0, "
-                   f"{d['n']} examples)" if d["low"] > 0 else
-                   f"no system found by the search is shown better than the library's best seed on held-out data "
-                   f"({d['n']} examples)")
         if o.get("kept_seed"):
             verdict = ("no system found by the search beat the library's best seed on the selection set, so the "
                        "search's answer stays that seed; on held-out data its best found is "
                        + ("better than that seed (CI above 0, " if d["low"] > 0 else "not shown to differ from it (")
                        + f"{d['n']} examples)")
+        elif d["low"] > 0:
+            verdict = (f"the search found a system better than the library's best seed on held-out data (CI above 0, "
+                       f"{d['n']} examples)")
+        else:
+            verdict = (f"no system found by the search is shown better than the library's best seed on held-out data "
+                       f"({d['n']} examples)")
         v = state.get("versus_io")
         if v and v["low"] > 0:
             verdict += f"; the found system is better than io there (+{v['diff']:.3f}, CI above 0)"

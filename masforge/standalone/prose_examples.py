@@ -52,10 +52,10 @@ def literal_prefix(text: str) -> str | None:
             continue
         try:
             tree = ast.parse(part, mode="eval")
-            ast.literal_eval(tree)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
             continue
-        return ast.unparse(tree)  # written out again: a comment after the value goes
+        if _is_literal(tree):
+            return ast.unparse(tree)  # written out again: a comment after the value goes
     return None
 
 
@@ -111,7 +111,7 @@ def _literal_args(call: str) -> bool:
 def _is_literal(node: ast.AST) -> bool:
     try:
         ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
 
@@ -119,9 +119,9 @@ def _is_literal(node: ast.AST) -> bool:
 def _named_inputs(text: str, functions: dict[str, list[str]]) -> tuple[str, str] | None:
     """``(call, rest of the line)`` for inputs given by parameter name ("s = 'abc', c = 'a'") or, for a function
     of one parameter, as one bare value ("[4, 2, 3]"): the function is the last defined one they fit."""
+    assigned = [(m.start(), m.end(), m.group(1)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*", text)]
     for name, params in reversed(list(functions.items())):
-        starts = [(m.start(), m.end(), m.group(1)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*", text)
-                  if m.group(1) in params]
+        starts = [a for a in assigned if a[2] in params]
         if starts and starts[0][0] <= 1 and {p for *_, p in starts} == set(params) and len(starts) == len(params):
             args, rest = [], ""
             for n, (_, value_start, param) in enumerate(starts):
