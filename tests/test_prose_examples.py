@@ -80,3 +80,25 @@ def test_helpers() -> None:
     assert literal_prefix("[1, 2] since 1 < 2") == "[1, 2]"
     assert literal_prefix("24 # sum of 21 + 3") == "24"
     assert literal_prefix("the sum") is None
+
+
+def test_a_boolean_written_in_lower_case_is_the_boolean() -> None:
+    checks = stated_examples(_question("    is_power(8, 2) => true\n    is_power(3, 2) => false",
+                                       "def is_power(x, n):"))
+    right = "def is_power(x, n):\n    return x in [n ** k for k in range(x + 1)]"
+    assert len(checks) == 2 and _run(right, checks) == 2
+    assert _run("def is_power(x, n):\n    return x not in [n ** k for k in range(x + 1)]", checks) == 0
+
+
+def test_a_rule_or_an_unquoted_argument_is_not_read_as_an_example() -> None:
+    """Read as checks, these fail every answer, right ones too, and a test gate never lets a right answer pass."""
+    rule = stated_examples(_question("    fib4(n) -> fib4(n-1) + fib4(n-2)\n    fib4(5) -> 4", "def fib4(n):"))
+    assert rule == ["assert __masforge_same(fib4(5), '4')"]
+    assert stated_examples(_question("    is_happy(abcd) => True\n    is_happy(aa) => False", "def is_happy(s):")) == []
+    typo = stated_examples(_question('    find_max(["a", "bb"]) == ""bb"', "def find_max(words):"))
+    assert typo == []
+
+
+def test_a_worked_value_is_the_one_after_the_last_equals_sign() -> None:
+    checks = prose_examples(_question("    tri(2) = 1 + (2 / 2) = 2", "def tri(n):"))
+    assert checks == [("tri(2)", "assert __masforge_same(tri(2), '2')")]

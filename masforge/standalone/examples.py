@@ -18,7 +18,7 @@ import re
 import tokenize
 from collections.abc import Callable
 
-from masforge.standalone.prose_examples import prose_examples
+from masforge.standalone.prose_examples import literal_args, literal_prefix, prose_examples
 
 EXAMPLE_PASSED = "MASFORGE-EXAMPLES-PASSED"
 """What the check program's last line starts with, followed by the numbers of the examples the candidate passed."""
@@ -31,11 +31,14 @@ _IMPORT = re.compile(r"^\s*(from\s+[\w.]+\s+import\s+[^#]+|import\s+[\w., ]+)\s*
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 # A doctest's expected output compared the way a reader would: the value's repr or str, or the value the
-# expected text evaluates to (so "[1, 2]" and "(1, 2)" stay different but "1.50" equals 1.5).
+# expected text evaluates to (so "[1, 2]" and "(1, 2)" stay different but "1.50" equals 1.5). Prose writes
+# booleans in lower case too ("f(8, 2) => true"): True is "true" there.
 _SAME = '''
 def __masforge_same(value, expected):
     if repr(value) == expected or str(value) == expected:
         return True
+    if isinstance(value, bool) and expected in ("true", "false"):
+        return str(value).lower() == expected
     try:
         return value == eval(expected, {})
     except Exception:
@@ -69,10 +72,13 @@ def stated_examples(question: str) -> list[str]:
         shown = _SHOWN.match(line)
         if plain and _compiles(plain.group(1)):
             checks.append(plain.group(1))  # the task's own assert, exactly as written
-        elif shown and _compiles(shown.group(1)):
+        elif shown and _compiles(shown.group(1)) and literal_args(shown.group(1)):
+            # Only literal arguments: "f(n) => f(n-1) + f(n-2)" states a rule and "f(abc) => True" leaves its
+            # quotes out; read as checks, both would fail every answer and close the gate on right ones too.
             # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
             value = re.split(r"\s=\s", shown.group(2))[-1].strip()
-            checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
+            if literal_prefix(value) is not None or value.lower() in ("true", "false"):
+                checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
         i += 1
     shown = " ".join(checks)
     checks += [check for call, check in prose_examples(question) if call not in shown]

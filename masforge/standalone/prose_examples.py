@@ -92,13 +92,14 @@ def _shown_call(line: str, functions: dict[str, list[str]]) -> tuple[str, str] |
     if end is None:
         return None
     call, rest = text[:end], _SAYS.match(text[end:])
-    value = literal_prefix(rest.group(1)) if rest else None
-    if value is None or not _literal_args(call):
+    # "f(2) = 1 + (2 / 2) = 2": the value is what follows the last "=", not the 1 it starts with.
+    value = literal_prefix(re.split(r"\s=\s", rest.group(1))[-1]) if rest else None
+    if value is None or not literal_args(call):
         return None
     return call, f"assert __masforge_same({call}, {value!r})"
 
 
-def _literal_args(call: str) -> bool:
+def literal_args(call: str) -> bool:
     """True if every argument of ``call`` is a literal (so the check cannot run anything but the answer)."""
     try:
         node = ast.parse(call, mode="eval").body
