@@ -102,3 +102,9 @@ def test_a_rule_or_an_unquoted_argument_is_not_read_as_an_example() -> None:
 def test_a_worked_value_is_the_one_after_the_last_equals_sign() -> None:
     checks = prose_examples(_question("    tri(2) = 1 + (2 / 2) = 2", "def tri(n):"))
     assert checks == [("tri(2)", "assert __masforge_same(tri(2), '2')")]
+
+
+def test_an_unquoted_word_is_still_compared_as_text() -> None:
+    checks = stated_examples(_question("    swap('ab') => ba", "def swap(s):"))
+    assert checks == ["assert __masforge_same(swap('ab'), 'ba')"]
+    assert _run("def swap(s):\n    return s[::-1]", checks) == 1

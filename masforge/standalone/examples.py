@@ -73,16 +73,25 @@ def stated_examples(question: str) -> list[str]:
         if plain and _compiles(plain.group(1)):
             checks.append(plain.group(1))  # the task's own assert, exactly as written
         elif shown and _compiles(shown.group(1)) and literal_args(shown.group(1)):
-            # Only literal arguments: "f(n) => f(n-1) + f(n-2)" states a rule and "f(abc) => True" leaves its
-            # quotes out; read as checks, both would fail every answer and close the gate on right ones too.
             # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
             value = re.split(r"\s=\s", shown.group(2))[-1].strip()
-            if literal_prefix(value) is not None or value.lower() in ("true", "false"):
+            if _readable_value(value, shown.group(1)):
                 checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
         i += 1
     shown = " ".join(checks)
     checks += [check for call, check in prose_examples(question) if call not in shown]
     return [c for c in dict.fromkeys(checks) if _compiles(c)]
+
+
+def _readable_value(value: str, call: str) -> bool:
+    """Whether the value shown for ``call`` can be compared with an answer's: a literal, or text its ``str``
+    may equal ("hello", "true"). Not a rule ("f(n) => f(n-1) + f(n-2)") nor a broken string ('""abc"'):
+    read as checks, those fail every answer, right ones too, and a test gate would never let a right one pass.
+    The arguments must be literals too: "is_happy(abcd) => True" left its quotes out."""
+    if literal_prefix(value) is not None:
+        return True
+    name = call.split("(", 1)[0].split(".")[-1]
+    return f"{name}(" not in value.replace(" (", "(") and not value.startswith(("'", '"'))
 
 
 def _without_comment(source: str) -> str:
