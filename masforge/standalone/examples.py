@@ -72,7 +72,7 @@ def stated_examples(question: str) -> list[str]:
         shown = _SHOWN.match(line)
         if plain and _compiles(plain.group(1)):
             checks.append(plain.group(1))  # the task's own assert, exactly as written
-        elif shown and _compiles(shown.group(1)) and literal_args(shown.group(1)):
+        elif shown and _compiles(shown.group(1)) and literal_args(shown.group(1)):  # "f(abc) => 1": quotes lost
             # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
             value = re.split(r"\s=\s", shown.group(2))[-1].strip()
             if _readable_value(value, shown.group(1)):
@@ -86,8 +86,7 @@ def stated_examples(question: str) -> list[str]:
 def _readable_value(value: str, call: str) -> bool:
     """Whether the value shown for ``call`` can be compared with an answer's: a literal, or text its ``str``
     may equal ("hello", "true"). Not a rule ("f(n) => f(n-1) + f(n-2)") nor a broken string ('""abc"'):
-    read as checks, those fail every answer, right ones too, and a test gate would never let a right one pass.
-    The arguments must be literals too: "is_happy(abcd) => True" left its quotes out."""
+    read as checks, those fail every answer, right ones too, and a test gate would never let a right one pass."""
     if literal_prefix(value) is not None:
         return True
     name = call.split("(", 1)[0].split(".")[-1]
