@@ -18,7 +18,7 @@ import re
 import tokenize
 from collections.abc import Callable
 
-from masforge.standalone.prose_examples import literal_args, literal_prefix, prose_examples
+from masforge.standalone.prose_examples import literal_args, literal_prefix, prose_examples, worked_value
 
 EXAMPLE_PASSED = "MASFORGE-EXAMPLES-PASSED"
 """What the check program's last line starts with, followed by the numbers of the examples the candidate passed."""
@@ -73,8 +73,7 @@ def stated_examples(question: str) -> list[str]:
         if plain and _compiles(plain.group(1)):
             checks.append(plain.group(1))  # the task's own assert, exactly as written
         elif shown and _compiles(shown.group(1)) and literal_args(shown.group(1)):  # "f(abc) => 1": quotes lost
-            # "f(x) == 1 + 9 = 10": the value is what follows the last "=".
-            value = re.split(r"\s=\s", shown.group(2))[-1].strip()
+            value = worked_value(shown.group(2))  # "f(x) == 1 + 9 = 10" shows 10
             if _readable_value(value, shown.group(1)):
                 checks.append(f"assert __masforge_same({shown.group(1)}, {value!r})")
         i += 1

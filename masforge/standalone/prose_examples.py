@@ -92,11 +92,15 @@ def _shown_call(line: str, functions: dict[str, list[str]]) -> tuple[str, str] |
     if end is None:
         return None
     call, rest = text[:end], _SAYS.match(text[end:])
-    # "f(2) = 1 + (2 / 2) = 2": the value is what follows the last "=", not the 1 it starts with.
-    value = literal_prefix(re.split(r"\s=\s", rest.group(1))[-1]) if rest else None
+    value = literal_prefix(worked_value(rest.group(1))) if rest else None
     if value is None or not literal_args(call):
         return None
     return call, f"assert __masforge_same({call}, {value!r})"
+
+
+def worked_value(text: str) -> str:
+    """The value a shown example ends on: "1 + (2 / 2) = 2" is 2, not the 1 it starts with."""
+    return re.split(r"\s=\s", text)[-1].strip()
 
 
 def literal_args(call: str) -> bool:
