@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from masforge.genome.hashing import canonical_dict
-from masforge.genome.schema import Genome
+from masforge.genome.schema import Agent, Genome
 from masforge.text import shorten
 
 
@@ -58,6 +58,14 @@ def _text_change(path: str, old: str, new: str) -> Change:
     return Change("~", path, old, new)
 
 
+def _setting(agent: dict[str, Any], field: str) -> Any:
+    """An agent's setting in its canonical form, where the canonical form leaves out a default (``adapter: auto``)."""
+    if field in agent:
+        return agent[field]
+    known = Agent.model_fields.get(field)
+    return None if known is None else known.default
+
+
 def diff_genomes(old: Genome, new: Genome) -> list[Change]:
     """Behaviour-relevant changes from ``old`` to ``new`` (empty list: same system), plus renames."""
     changes: list[Change] = []
@@ -85,12 +93,13 @@ def diff_genomes(old: Genome, new: Genome) -> list[Change]:
             changes.append(Change("+", f"agent {aid}", new=f"{agent['module']} '{agent['role'] or aid}'"))
             continue
         before = old_agents[aid]
-        for field in agent:
-            if before.get(field) != agent[field]:
-                if isinstance(agent[field], str) and isinstance(before.get(field), str):
-                    changes.append(_text_change(f"agent {aid}.{field}", before[field], agent[field]))
+        for field in [*agent, *(f for f in before if f not in agent)]:
+            was, now = _setting(before, field), _setting(agent, field)
+            if was != now:
+                if isinstance(now, str) and isinstance(was, str):
+                    changes.append(_text_change(f"agent {aid}.{field}", was, now))
                 else:
-                    changes.append(Change("~", f"agent {aid}.{field}", before.get(field), agent[field]))
+                    changes.append(Change("~", f"agent {aid}.{field}", was, now))
     if [x["id"] for x in a["agents"] if x["id"] in new_agents] != [
         x["id"] for x in b["agents"] if x["id"] in old_agents
     ]:

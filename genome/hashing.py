@@ -83,6 +83,8 @@ def canonical_dict(genome: GenomeLike) -> dict[str, Any]:
         agent["tools"] = sorted(set(agent["tools"]))
         if agent.get("adapter") == "auto":
             del agent["adapter"]  # the default leaves ids made before adapters existed unchanged
+        if agent.get("unchecked") == "pass":
+            del agent["unchecked"]  # likewise for ids made before the unchecked verdict existed
         if agent.get("signature"):
             agent["signature"] = _canonical_signature(agent["signature"])
     return data

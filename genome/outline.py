@@ -35,7 +35,9 @@ def outline(genome: Genome) -> str:
             writers = [r for r in reads if TESTS_FIELD in agent_signature(genome, genome.agent(r)).output_names]
             coders = [r for r in reads if r not in writers]
             tests = f" and the tests of {', '.join(writers)}" if writers else ""
-            chain.append(f"{agent.id} runs the code of {', '.join(coders)} against the stated examples{tests} (no LM)")
+            doubt = "; with nothing to run it fails" if agent.unchecked == "fail" else ""
+            chain.append(f"{agent.id} runs the code of {', '.join(coders)} against the stated examples{tests} "
+                         f"(no LM{doubt})")
             continue
         text = _agent_text(agent)
         chain.append(f"{text} reading {', '.join(reads)}" if reads else text)

@@ -101,6 +101,11 @@ class Agent(BaseModel):
         description="Prompt format: 'plain' (ordinary chat, for small models), 'chat' (dspy field markers), "
         "'json', or 'auto' (the LM configuration's choice: plain on the embedded model, chat elsewhere).",
     )
+    unchecked: Verdict = Field(
+        default="pass",
+        description="Execute nodes only: their verdict when there is nothing to run (the question states no example "
+        "and no test was written). 'pass' trusts the pick; 'fail' routes it on as unverified, e.g. to more samples.",
+    )
 
     _limits = model_validator(mode="before")(_bounded)
 

@@ -218,6 +218,8 @@ def _agent_problems(genome: Genome, tools: set[str]) -> list[str]:
             out.append(f"agents[{i}]: module 'react' needs at least one tool (e.g. tools: [calculator])")
         if agent.module == EXECUTE_MODULE:
             out += _execute_problems(i, agent)
+        elif agent.unchecked != "pass":
+            out.append(f"agents[{i}].unchecked: only an execute node has a verdict; remove it from '{agent.id}'")
         if agent.signature:
             try:
                 parse_signature(agent.signature)

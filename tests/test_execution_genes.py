@@ -571,3 +571,88 @@ def test_an_escalation_tier_samples_again_only_where_every_answer_so_far_fails()
     out = compile_genome(genome, LMClient({"worker": "fake"}, cache=False, responder=second_tier_right))(
         question=QUESTION)
     assert out.outputs == {"answer": RIGHT}
+
+
+# ------------------------------------------------------------------------------------------------ unchecked verdict
+
+NO_EXAMPLES = "Write a python function add(a, b) that adds two numbers."
+
+
+def _distrusting(gates: tuple[str, ...] = ("first_check",)) -> Genome:
+    genome = load_seed("escalate")
+    for gate in gates:
+        genome.agent(gate).unchecked = "fail"
+    return genome
+
+
+def test_a_gate_that_distrusts_the_unchecked_escalates_when_the_question_states_no_example() -> None:
+    trusting = _run(load_seed("escalate"), Script(greedy=WRONG, samples={i: RIGHT for i in range(5)}), NO_EXAMPLES)
+    assert "sampler" not in _called(trusting) and trusting.outputs == {"answer": WRONG}
+
+    script = Script(greedy=WRONG, samples={i: RIGHT for i in range(5)})
+    distrusting = _run(_distrusting(), script, NO_EXAMPLES)
+    assert _called(distrusting)["sampler"] == 5
+    assert distrusting.outputs == {"answer": RIGHT}  # nothing to run: the most common of the six answers
+
+    with_examples = _run(_distrusting(), Script(greedy=RIGHT), QUESTION)  # the examples decide, as before
+    assert _called(with_examples) == Counter({"answerer": 1, "first_check": 1, "final_check": 1})
+
+
+def test_the_unchecked_verdict_counts_in_the_id_only_where_it_is_not_the_default() -> None:
+    escalate = load_seed("escalate")
+    explicit = escalate.model_copy(deep=True)
+    explicit.agent("first_check").unchecked = "pass"
+    assert explicit.id == escalate.id == "f40ca6a2fa9595b24dcdfa70f37d866ad8c24456af63d53fd00e8be9ea79a95b"
+    assert _distrusting().id != escalate.id
+    assert "with nothing to run it fails" in outline(_distrusting())
+    assert format_diff(escalate, _distrusting()) == "~ agent first_check.unchecked: pass -> fail"
+
+
+def test_only_an_execute_node_takes_an_unchecked_verdict() -> None:
+    genome = load_seed("escalate")
+    genome.agent("answerer").unchecked = "fail"
+    assert problems(genome) == ["agents[0].unchecked: only an execute node has a verdict; remove it from "
+                                "'answerer'"]
+    with pytest.raises(GenomeError, match="agents\\[1\\].unchecked: Input should be 'pass' or 'fail'"):
+        parse_genome_text(GATED.replace("module: execute}", "module: execute, unchecked: maybe}"))
+
+
+def test_tuning_an_execution_gene_can_flip_a_routing_gate_s_unchecked_verdict() -> None:
+    import random
+
+    from masforge.search.operators.execution import tune_execution
+
+    flips = set()
+    for seed in range(40):
+        genome = load_seed("escalate")
+        what = tune_execution(genome, random.Random(seed))
+        if what is not None and "unchecked" in what:
+            flips.add(what)
+            assert not problems(genome)
+    assert flips == {"first_check.unchecked -> fail"}  # final_check routes nothing: its verdict would change nothing
+
+
+def test_an_exported_system_keeps_the_unchecked_verdict(tmp_path: Path) -> None:
+    genome = _distrusting()
+    path = tmp_path / "distrusting.py"
+    path.write_text(export_genome(genome, "python", path.name), encoding="utf-8")
+    job, harness, out = tmp_path / "job.json", tmp_path / "harness.py", tmp_path / "out.json"
+    job.write_text(json.dumps({"modules": {"distrusting": str(path)}, "question": NO_EXAMPLES, "right": RIGHT,
+                               "wrong": WRONG, "crash": CRASH}))
+    harness.write_text(EXPORT_HARNESS)
+    proc = subprocess.run([sys.executable, str(harness), str(job), str(out)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    theirs = json.loads(out.read_text())["results"]["distrusting"]
+    calls: list[str] = []
+    client = LMClient({"worker": "fake"}, cache=False, responder=_masforge_script(calls))
+    ours = compile_genome(genome, client)(question=NO_EXAMPLES)
+    assert theirs["outputs"] == ours.outputs and theirs["candidates"] == ours.candidates
+    assert Counter(theirs["calls"]) == Counter(calls) and len(calls) == 6  # the greedy answer and 5 samples
+
+
+def test_a_setting_back_to_its_default_shows_in_the_diff() -> None:
+    plain = load_seed("escalate")
+    plain.agent("answerer").adapter = "plain"
+    assert format_diff(plain, load_seed("escalate")) == "~ agent answerer.adapter: plain -> auto"
+    assert format_diff(_distrusting(), load_seed("escalate")) == "~ agent first_check.unchecked: fail -> pass"

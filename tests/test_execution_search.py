@@ -356,10 +356,11 @@ def test_execution_numbers_are_genes_an_edit_tunes() -> None:
         assert what is not None and problems(genome) == []
         seen.add(what.split()[0].split(".")[-1])
         sampler = genome.agent("sampler")
-        assert (sampler.copies, sampler.temperature) != (5, None)
-    assert seen == {"copies", "temperature"}
-    debug = load_seed("self_debug")
-    assert tune_execution(debug, random.Random(0)).startswith("repair rounds")
+        unchecked = genome.agent("first_check").unchecked
+        assert (sampler.copies, sampler.temperature, unchecked) != (5, None, "pass")
+    assert seen == {"copies", "temperature", "unchecked"}
+    debug = {tune_execution(load_seed("self_debug"), random.Random(seed)).split(" -> ")[0] for seed in range(12)}
+    assert debug == {"repair rounds 3", "check.unchecked"}
     assert tune_execution(load_seed("io"), random.Random(0)) is None  # no execution gene
 
 

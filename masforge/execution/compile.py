@@ -52,7 +52,8 @@ def agent_spec(genome: Genome, agent: Agent) -> AgentSpec:
         instructions="" if agent.module == EXECUTE_MODULE else  # it sends no prompt
         agent_instructions(agent.role, agent.instructions, sig.input_names, sig.output_names),
         inputs=list(sig.input_names), outputs=list(sig.output_names), lm=agent.lm, temperature=agent.temperature,
-        tools=list(agent.tools), copies=agent.copies, max_iters=agent.max_iters, adapter=agent.adapter)
+        tools=list(agent.tools), copies=agent.copies, max_iters=agent.max_iters, adapter=agent.adapter,
+        unchecked=agent.unchecked)
 
 
 def system_spec(genome: Genome) -> SystemSpec:

@@ -100,6 +100,8 @@ def _config_data(genome: Genome, spec: SystemSpec, consts: dict[str, str]) -> li
         out.append(f'        "instructions": {consts[agent.id]},')
         for key in ("inputs", "outputs", "lm", "temperature", "tools", "copies", "max_iters", "adapter"):
             out.append(f"        {lit(key)}: {block(getattr(agent, key), 8, 12 + len(key))},")
+        if agent.unchecked != "pass":  # an execute node that fails when there is nothing to run
+            out.append(f'        "unchecked": {lit(agent.unchecked)},  # its verdict when there is nothing to run')
         out.append("    },")
     return [*out, "}", "", *_wiring_lines(genome, spec)]
 

@@ -18,7 +18,8 @@ def _member_literal(member: Genome) -> str:
     from masforge.execution.compile import system_spec
 
     spec = system_spec(member)
-    agents = {aid: {k: v for k, v in a._asdict().items() if k != "id"} for aid, a in spec.agents.items()}
+    agents = {aid: {k: v for k, v in a._asdict().items() if k != "id" and (k, v) != ("unchecked", "pass")}
+              for aid, a in spec.agents.items()}  # the default verdict left out: exports made before it stay the same
     data = {"name": spec.name, "genome_id": member.id, "inputs": spec.inputs, "outputs": spec.outputs,
             "agents": agents, "predecessors": spec.predecessors, "plan": spec.plan,
             "output_agents": spec.output_agents, "rounds": spec.rounds, "message_passing": spec.message_passing,

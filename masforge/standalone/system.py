@@ -112,6 +112,8 @@ class AgentSpec(NamedTuple):
     copies: int = 1
     max_iters: int = 3
     adapter: str = "auto"
+    unchecked: str = "pass"
+    """An execute node's verdict when there is nothing to run."""
 
 
 class SystemSpec(NamedTuple):
@@ -541,7 +543,8 @@ class GraphRunner:
             chosen = next(i for i in top if cands[i][1] == newest)
             pick = cands[chosen]
             run.picks[agent.id] = pick
-            verdict = "pass" if len(runs[chosen].passed) == len(checks.all) else "fail"
+            verdict = ("pass" if len(runs[chosen].passed) == len(checks.all) else "fail") if checks.all \
+                else agent.unchecked
             out = {k: v for k, v in pick[0].items() if k not in (VERDICT_FIELD, REPORT_FIELD)}
             out.update({VERDICT_FIELD: verdict, REPORT_FIELD: check_report(runs[chosen], checks)})
             if call is not None:

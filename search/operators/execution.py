@@ -285,8 +285,9 @@ def add_escalation_tier(g: Genome, rng: random.Random) -> str | None:
 
 
 def tune_execution(g: Genome, rng: random.Random) -> str | None:
-    """Change one number inside an execution gene: the samples a gate's sampled agent draws, their temperature, or
-    the rounds of a repair loop."""
+    """Change one setting inside an execution gene: the samples a gate's sampled agent draws, their temperature, the
+    rounds of a repair loop, or a routing gate's verdict when there is nothing to run (trust the answer, or send it
+    on to its ``fail`` edge as unverified)."""
     options: list[str] = []
     sampled = {a.id: a for gate in (a.id for a in g.agents if a.module == EXECUTE_MODULE)
                for a in _sampled_answerers(g, gate)}
@@ -297,9 +298,16 @@ def tune_execution(g: Genome, rng: random.Random) -> str | None:
                 for k, v in g.topology.conditions.items())  # a fail edge whose target feeds back: a repair loop
     if loops:
         options.append("rounds")
+    routing = sorted({k.split(" -> ")[0] for k, v in g.topology.conditions.items() if v == "fail"})
+    if routing:
+        options.append("unchecked")
     if not options:
         return None
     what = rng.choice(options)
+    if what == "unchecked":
+        gate = g.agent(rng.choice(routing))
+        gate.unchecked = "pass" if gate.unchecked == "fail" else "fail"
+        return f"{gate.id}.unchecked -> {gate.unchecked}"
     if what == "rounds":
         old = g.topology.rounds
         g.topology.rounds = rng.choice([r for r in REPAIR_ROUNDS_RANGE if r != old])
