@@ -268,6 +268,24 @@ def test_tune_finds_better_knobs():
     assert report["trials"] >= ctx.evaluated - 1 and report["told_free"] >= 1  # the base trial came free
 
 
+def test_tune_does_not_pay_for_a_trial_expected_to_cost_more_than_its_share_of_the_call_budget():
+    def run(share: float | None) -> tuple[Tune, list[int]]:
+        ctx = _ctx(_task("good", "costly"), _tune_responder, max_candidates=8)
+        ctx.budget = SearchBudget(max_candidates=8, max_calls=10)  # 8 for the search: a trial may cost 4 calls
+        ctx.submit(_tune_base())
+        strategy = Tune(knobs=["copies"], max_copies=5, startup_trials=20, max_trial_share=share)
+        strategy.run(ctx)
+        return strategy, [c.genome.agents[0].copies for c in ctx.population if c.operator == "tune"]
+
+    capped, copies = run(0.5)
+    assert copies and max(copies) <= 2  # 2 examples x 3 copies = 6 expected calls: more than half of 8
+    assert capped.too_costly >= 1 and capped.report()["too_costly"] == capped.too_costly
+    free, copies = run(None)
+    assert max(copies) >= 3 and free.too_costly == 0
+    with pytest.raises(ValueError, match="max_trial_share"):
+        Tune(max_trial_share=0.0)
+
+
 class RecordingArchive(MemoryArchive):
     def __init__(self) -> None:
         super().__init__()

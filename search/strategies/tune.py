@@ -11,7 +11,10 @@ Each optuna trial builds a genome from those choices and submits it through ``ct
 
 Nothing is paid twice: a trial whose knobs equal an earlier completed trial's (also from a resumed
 study) or whose genome the search already knows is told the stored value at once, and choices that do
-not change behaviour (majority vote over a single answer) are canonicalised to the same genome.
+not change behaviour (majority vote over a single answer) are canonicalised to the same genome. Nor is a trial
+paid for that is expected to cost more than ``max_trial_share`` of the search's LM-call budget (its selection
+examples missing from the answer cache, times its calls per example): it is told PRUNED, so TPE learns to leave
+that corner alone.
 
 The study lives in an optuna storage: ``storage`` if given (an optuna storage URL: ``sqlite:///FILE`` on one
 machine, ``postgresql://USER:PASSWORD@HOST/DB`` for several machines; a plain path means an SQLite file), else
@@ -35,7 +38,7 @@ get, so a single process is reproducible and processes sharing a study do not re
 
 Options: ``genome_id``, ``trials`` (per run; None: until the search stops), ``multi_objective``,
 ``storage``, ``study_name``, ``heartbeat_s``, ``knobs``, ``modules``, ``temperatures``, ``max_copies``,
-``max_rounds``, ``startup_trials``, ``population_size``, ``surrogate`` / ``surrogate_margin``.
+``max_rounds``, ``startup_trials``, ``population_size``, ``max_trial_share``, ``surrogate`` / ``surrogate_margin``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from masforge.errors import BudgetExceeded, ConfigError
-from masforge.genome.graph import answers_at_output, cyclic_agents
+from masforge.genome.graph import answers_at_output, cyclic_agents, lm_calls_per_example
 from masforge.genome.names import EXECUTE_MODULE as EXECUTE
 from masforge.genome.schema import MODULE_KINDS, PICKING_AGGREGATIONS, Genome
 from masforge.genome.validate import problems
@@ -153,7 +156,7 @@ class Tune(Strategy):
                  knobs: list[str] | tuple[str, ...] = KNOBS, modules: list[str] | tuple[str, ...] | None = None,
                  temperatures: list[float] | tuple[float, ...] = TEMPERATURES, max_copies: int = 5,
                  max_rounds: int = 3, startup_trials: int = 5, population_size: int = 8, max_asks: int = 25,
-                 **options: Any) -> None:
+                 max_trial_share: float | None = 0.5, **options: Any) -> None:
         """Options of tune.
 
         Args:
@@ -171,6 +174,9 @@ class Tune(Strategy):
             startup_trials: random trials before TPE starts modelling the space.
             population_size: NSGA-II's population (multi_objective).
             max_asks: trials asked per step while looking for one not evaluated yet.
+            max_trial_share: the most of the search's LM-call budget one trial may be expected to cost (its
+                selection examples missing from the answer cache, times the calls it makes per example); a costlier
+                trial is told PRUNED without being paid for. None: no limit.
         """
         super().__init__(**options)
         unknown = [k for k in knobs if k not in KNOBS]
@@ -202,6 +208,11 @@ class Tune(Strategy):
         self.startup_trials = startup_trials
         self.population_size = population_size
         self.max_asks = max(1, int(max_asks))
+        if max_trial_share is not None and not 0 < max_trial_share <= 1:
+            raise bad_option("max_trial_share", f"must be above 0 and at most 1 (or None), got {max_trial_share}")
+        self.max_trial_share = max_trial_share
+        self.too_costly = 0
+        """Trials told PRUNED unpaid because they would have cost more than ``max_trial_share`` of the budget."""
         self.study: Any = None
         self.base: Genome | None = None
         self.asked = 0
@@ -489,12 +500,30 @@ class Tune(Strategy):
             if not self.admit(ctx, genome):
                 self.study.tell(trial, state=TrialState.PRUNED)  # hopeless per the surrogate; never paid
                 continue
+            if self._too_costly(ctx, genome):
+                self.study.tell(trial, state=TrialState.PRUNED)  # TPE learns to leave the costly corner alone
+                self.too_costly += 1
+                continue
             knobs = ", ".join(f"{k}={v}" for k, v in sorted(trial.params.items()))
             prop = Proposal(genome, [self.base.id], "tune", f"optuna trial {trial.number}: {knobs}",
                             info={"trial": trial})
             self._open_trials.append(trial)
             return [prop]
         return []
+
+    def _too_costly(self, ctx: SearchContext, genome: Genome) -> bool:
+        """Whether ``genome`` is expected to cost more new LM calls than ``max_trial_share`` of the search's call
+        budget. A startup trial is a random draw: without this one costly draw (a program-of-thought vote on
+        HumanEval) can spend a small budget whole and never be scored. The share is of the whole budget, not of
+        what is left, so a resumed run decides as the stopped one did."""
+        limit = ctx.budget.for_search().get("llm_calls")
+        if self.max_trial_share is None or limit is None:
+            return False
+        examples = len(ctx.costs.evaluator.examples)
+        cost = ctx.costs.cost(genome) if ctx.costs.usable() else None
+        needing = examples if cost is None else cost.examples_missing
+        expected = max(cost.missing if cost else 0, needing * lm_calls_per_example(genome))
+        return expected > self.max_trial_share * limit
 
     def screen(self, ctx: SearchContext, proposal: Proposal) -> bool:
         return True  # screened when asked (above), so the study hears PRUNED and asks again at once
@@ -530,6 +559,7 @@ class Tune(Strategy):
     def report(self) -> dict[str, Any]:
         """Trials asked, answered for free, the best trial(s) and surrogate counts."""
         out: dict[str, Any] = {"asked": self.asked, "told_free": self.told_free, "skipped": self.skipped,
+                               "too_costly": self.too_costly,
                                "surrogate": self.filter.stats() if self.filter else None}
         if self.study is not None:
             out["trials"] = len(self.study.trials)
