@@ -3,8 +3,8 @@
 ``MASFORGE_DATA_DIR`` set by the caller (``.ci/run`` does when the full sets are beside the checkout) is kept,
 so the suite runs on the full sets; otherwise it points at ``tests/fixtures/data`` (a handful of hand-written
 records per benchmark in each set's real file format). Nothing is ever downloaded: ``MASFORGE_OFFLINE`` is
-set. Tests that need the full sets take the ``full_data_dir`` fixture and are skipped, with the reason,
-without them.
+set, and ``MASFORGE_LM_CACHE`` is not passed on. Tests that need the full sets take the ``full_data_dir`` fixture
+and are skipped, with the reason, without them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ FULL_DATA = os.environ.get("MASFORGE_DATA_DIR") or None  # what the caller gave,
 
 os.environ.setdefault("MASFORGE_DATA_DIR", str(FIXTURE_DATA))
 os.environ["MASFORGE_OFFLINE"] = "1"
+# An answer cache the caller points at (a benchmark's) would answer the suite's fake calls: tests that want one
+# set their own.
+os.environ.pop("MASFORGE_LM_CACHE", None)
 
 
 @pytest.fixture

@@ -159,6 +159,25 @@ def test_knapsack_respects_budget_and_blacklists_broken_component():
     assert strategy.report()["surrogate"]["checked"] >= 0
 
 
+def test_knapsack_probes_leave_half_of_a_small_call_budget_to_compose_with():
+    def run(share: float | None) -> Knapsack:
+        ctx = _ctx(_task("42", "knap_calls"), _knapsack_responder, max_candidates=6)
+        ctx.budget = SearchBudget(max_candidates=6, max_calls=20)  # 16 for the search: probes may make 8 calls
+        strategy = Knapsack(budget=1.0, probes=2, rounds=1, components=_inventory(), probe_share=share)
+        strategy.run(ctx)
+        assert [c for c in ctx.population if c.operator == "knapsack_compose"]
+        return strategy
+
+    capped = run(0.5)
+    skipped = {cid for cid, v in capped.values.items() if (v.skipped or "").startswith("probes used their share")}
+    assert skipped == {"checker", "planner", "broken"}  # the base and three solvers made 2 calls each
+    assert capped.values["good_solver"].value == 1.0
+    uncapped = run(None)
+    assert not [v for v in uncapped.values.values() if v.skipped] and "broken" in uncapped.blacklist
+    with pytest.raises(ValueError, match="probe_share"):
+        Knapsack(probe_share=1.5)
+
+
 def test_knapsack_budget_too_small_for_anything():
     task = _task("42", "knap_small")
     ctx = _ctx(task, _knapsack_responder, max_candidates=5)

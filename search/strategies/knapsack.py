@@ -38,7 +38,8 @@ fills. The accepted components are wired into a pipeline genome and submitted.
    ``rounds`` allow; equal compositions are duplicates and cost nothing.
 
 Options: ``budget`` (component dollars per example), ``probes``, ``probe_split``, ``probe_mode``,
-``rounds``, ``inventory`` (a components.yaml path) or ``components`` (objects), ``broken_fraction``,
+``probe_share`` (the most of the LM-call budget the probes may use: half by default, so a small budget still
+composes), ``rounds``, ``inventory`` (a components.yaml path) or ``components`` (objects), ``broken_fraction``,
 ``surrogate``.
 """
 
@@ -345,7 +346,7 @@ class Knapsack(Strategy):
                  probe_mode: Literal["evaluator", "submit"] = "evaluator", rounds: int = 4,
                  inventory: str | None = None, components: list[Any] | None = None,
                  broken_fraction: float = 0.5, kinds: tuple[str, ...] = KINDS,
-                 **options: Any) -> None:
+                 probe_share: float | None = 0.5, **options: Any) -> None:
         """Options of knapsack.
 
         Args:
@@ -358,12 +359,17 @@ class Knapsack(Strategy):
             components: component objects given directly (the Python API), instead of an inventory file.
             broken_fraction: share of probes a component may fail on before it is blacklisted.
             kinds: the kinds of component considered: agent, tool, model.
+            probe_share: the most of the search's LM-call budget the probes may use (counted as the calls they
+                make, answered from the cache or not, so a resumed run probes as the stopped one did); the
+                components left when it is used are not probed and not selected. None: no limit.
         """
         super().__init__(**options)
         if budget < 0:
             raise bad_option("budget", f"must be >= 0 dollars per example, got {budget}")
         if probe_mode not in ("evaluator", "submit"):
             raise bad_option("probe_mode", f"must be 'evaluator' or 'submit', got {probe_mode!r}")
+        if probe_share is not None and not 0.0 < probe_share <= 1.0:
+            raise bad_option("probe_share", f"must be in (0, 1] (or None), got {probe_share}")
         if not 0.0 < broken_fraction <= 1.0:
             raise bad_option("broken_fraction", f"must be in (0, 1], got {broken_fraction}")
         unknown = [k for k in kinds if k not in KINDS]
@@ -379,6 +385,9 @@ class Knapsack(Strategy):
         self.inventory = inventory
         self.components = list(components) if components is not None else None
         self.broken_fraction = broken_fraction
+        self.probe_share = probe_share
+        self._probe_calls = 0
+        """LM calls the probes made so far (new or from the cache)."""
         self.kinds = tuple(kinds)
         self.values: dict[str, ComponentValue] = {}
         self.blacklist: dict[str, str] = {}
@@ -422,6 +431,8 @@ class Knapsack(Strategy):
         base = Genome(name="probe-base", inputs=inputs, outputs=outputs, agents=[_base_agent()],
                       topology={"edges": [("input", BASE_ID), (BASE_ID, "output")]})
         base_result = self._run_probe(ctx, evaluator, base)
+        limit = ctx.budget.for_search().get("llm_calls")
+        cap = None if self.probe_share is None or limit is None else self.probe_share * limit
         self._base_score = base_result[0] if base_result and base_result[1] is None else 0.0
         for comp in self._catalog.values():
             if comp.kind == "tool":
@@ -430,6 +441,9 @@ class Knapsack(Strategy):
             self.values[comp.id] = cv
             if ctx.should_stop():
                 cv.skipped = "budget reached before probing"
+                continue
+            if cap is not None and self._probe_calls >= cap:  # on a small budget, probes must leave room to compose
+                cv.skipped = f"probes used their share of the budget ({self._probe_calls} LM calls)"
                 continue
             if comp.kind == "model" and comp.model not in ctx.client.lms:
                 cv.skipped = f"LM alias '{comp.model}' is not configured in this run"
@@ -503,6 +517,7 @@ class Knapsack(Strategy):
                 return None
             if cand is None:
                 return 0.0, "rejected by the runtime"
+            self._probe_calls += cand.llm_calls + cand.cache_hits
             errors = sum(v for k, v in cand.failures.items() if k not in ("wrong", "unscored"))
             n = max(1, len(ctx.evaluator.examples))
             broken = f"errors on {errors} of {n} probes" if errors / n >= self.broken_fraction else None
@@ -513,6 +528,7 @@ class Knapsack(Strategy):
             return None
         except MasforgeError as exc:
             return 0.0, f"cannot run: {str(exc)[:200]}"
+        self._probe_calls += report.llm_calls + report.cache_hits
         if report.stopped or report.incomplete:
             return None  # no budget left, or the provider is failing: no value can be measured now
         errors = [e for e in report.scored if e.error]
