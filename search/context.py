@@ -184,6 +184,12 @@ class SearchContext:
         self.evaluated += 1
         self.emit(ev.Admitted(candidate=cand, reused=reused, improved=improved, seq=seq, rng=rng, replayed=replayed))
 
+    def calls_share(self, share: float | None) -> float | None:
+        """``share`` of the LM calls the search may spend (None: no share given, or no limit on calls). Of the whole
+        budget, not of what is left, so a resumed run decides as the stopped one did."""
+        limit = self.budget.for_search().get("llm_calls")
+        return None if share is None or limit is None else share * limit
+
     def cheapest_first(self, proposals: list[Proposal]) -> list[Proposal]:
         """``proposals`` in the order to try them: free ones first (:func:`masforge.search.costing.cheapest_first`)."""
         return cheapest_first(proposals, self.costs, self.by_id)

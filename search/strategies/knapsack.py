@@ -431,8 +431,7 @@ class Knapsack(Strategy):
         base = Genome(name="probe-base", inputs=inputs, outputs=outputs, agents=[_base_agent()],
                       topology={"edges": [("input", BASE_ID), (BASE_ID, "output")]})
         base_result = self._run_probe(ctx, evaluator, base)
-        limit = ctx.budget.for_search().get("llm_calls")
-        cap = None if self.probe_share is None or limit is None else self.probe_share * limit
+        cap = ctx.calls_share(self.probe_share)
         self._base_score = base_result[0] if base_result and base_result[1] is None else 0.0
         for comp in self._catalog.values():
             if comp.kind == "tool":

@@ -514,16 +514,14 @@ class Tune(Strategy):
     def _too_costly(self, ctx: SearchContext, genome: Genome) -> bool:
         """Whether ``genome`` is expected to cost more new LM calls than ``max_trial_share`` of the search's call
         budget. A startup trial is a random draw: without this one costly draw (a program-of-thought vote on
-        HumanEval) can spend a small budget whole and never be scored. The share is of the whole budget, not of
-        what is left, so a resumed run decides as the stopped one did."""
-        limit = ctx.budget.for_search().get("llm_calls")
-        if self.max_trial_share is None or limit is None:
+        HumanEval) can spend a small budget whole and never be scored."""
+        cap = ctx.calls_share(self.max_trial_share)
+        if cap is None:
             return False
-        examples = len(ctx.costs.evaluator.examples)
         cost = ctx.costs.cost(genome) if ctx.costs.usable() else None
-        needing = examples if cost is None else cost.examples_missing
+        needing = len(ctx.costs.evaluator.examples) if cost is None else cost.examples_missing
         expected = max(cost.missing if cost else 0, needing * lm_calls_per_example(genome))
-        return expected > self.max_trial_share * limit
+        return expected > cap
 
     def screen(self, ctx: SearchContext, proposal: Proposal) -> bool:
         return True  # screened when asked (above), so the study hears PRUNED and asks again at once
