@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from masforge.genome.cycles import is_cyclic, strongly_connected
@@ -111,6 +112,16 @@ def genome_hash(genome: GenomeLike) -> str:
     return hashlib.sha256(canonical_json(genome).encode("utf-8")).hexdigest()
 
 
+def _unpinned(data: dict[str, Any], auto_adapters: Mapping[str, str]) -> dict[str, Any]:
+    """``data`` (a canonical dict) with each agent's adapter dropped where it is the one ``auto`` resolves to for
+    the agent's LM alias (an alias not in ``auto_adapters`` is the ``worker``, as the LM client resolves it)."""
+    for agent in data["agents"]:
+        resolved = auto_adapters.get(agent.get("lm", "worker"), auto_adapters.get("worker"))
+        if "adapter" in agent and agent["adapter"] == resolved:
+            del agent["adapter"]
+    return data
+
+
 def _renamed(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (a canonical dict) with its agents called ``a1``, ``a2``, ... in the order they are listed (the order
     is behaviour: it breaks ties), everywhere an agent is named: edges, conditions and the judge."""
@@ -134,14 +145,22 @@ def _renamed(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def structure_hash(genome: GenomeLike) -> str:
+def structure_hash(genome: GenomeLike, auto_adapters: Mapping[str, str] | None = None) -> str:
     """The id of ``genome`` up to the names of its agents: two systems that differ only in what their agents are
     called (and in field order, documentation and lineage) have the same structure hash. A search uses it to
-    recognise a design it already holds, or a shipped seed rebuilt under other names, before paying for it."""
+    recognise a design it already holds, or a shipped seed rebuilt under other names, before paying for it.
+
+    ``auto_adapters`` (LM alias -> the adapter ``auto`` stands for on the run's LMs, ``worker`` for an alias not
+    listed) makes the hash one run's: an agent that names the adapter ``auto`` picks anyway behaves as ``auto``
+    there (``plain`` on the embedded model), so it hashes as ``auto``."""
     data = canonical_dict(genome)
+
+    def same_design(config: dict[str, Any]) -> dict[str, Any]:
+        return _renamed(_unpinned(config, auto_adapters) if auto_adapters else config)
+
     if data["kind"] == "config":
-        data = _renamed(data)
+        data = same_design(data)
     elif data["kind"] == "portfolio" and data.get("members"):
-        data["members"] = [_renamed(m) if m["kind"] == "config" else m for m in data["members"]]
+        data["members"] = [same_design(m) if m["kind"] == "config" else m for m in data["members"]]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

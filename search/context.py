@@ -57,7 +57,7 @@ class SearchContext:
         """A strategy's own share of the candidates in a pipeline (set by the engine)."""
         self.stopped: Stop | None = None
         """Why the search stops (set once; see :meth:`should_stop`)."""
-        self.state = Population()
+        self.state = Population({alias: cfg.resolved_adapter for alias, cfg in client.lms.items()})
         """The admitted candidates and the incumbent (``population``, ``by_id`` and ``incumbent`` read it)."""
         self.acceptance = acceptance or PairedWin()
         self.replay = replay or Replay()

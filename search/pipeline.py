@@ -116,7 +116,7 @@ class EvaluationPipeline:
             return Evaluation("invalid")
         twin = self.population.twin(p.genome)  # the same design, maybe under other agent names
         if twin is None and p.operator != "seed":
-            p = as_library_seed(p)
+            p = as_library_seed(p, self.population.auto_adapters)
             twin = self.population.by_id.get(p.genome.id)
         if twin is not None:
             self.tally.duplicates += 1

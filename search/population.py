@@ -4,13 +4,14 @@ candidate becomes the incumbent is :mod:`masforge.search.acceptance`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from masforge.archive.pareto import pareto_front
+from masforge.genome.hashing import structure_hash
 from masforge.genome.schema import Genome
 from masforge.search.features import genome_features, scaled_features
 
@@ -84,19 +85,25 @@ class Candidate:
 class Population:
     """The candidates one run admitted, in order, found by genome id and by structure id, and the incumbent."""
 
-    def __init__(self) -> None:
+    def __init__(self, auto_adapters: Mapping[str, str] | None = None) -> None:
         self.members: list[Candidate] = []
         self.by_id: dict[str, Candidate] = {}
+        self.auto_adapters = dict(auto_adapters or {})
+        """LM alias -> the adapter ``auto`` stands for in this run: an agent naming that adapter is no new design."""
         self.by_structure: dict[str, Candidate] = {}
-        """Candidates by structure id (the genome up to its agents' names): a renamed twin is a duplicate."""
+        """Candidates by design (:meth:`design_id`): a renamed twin is a duplicate."""
         self.incumbent: Candidate | None = None
         """The best system so far by a paired comparison over the whole selection set (set by the acceptance)."""
         self.since_best = 0
         """Candidates admitted since the best fitness last improved (what ``patience`` counts)."""
 
+    def design_id(self, genome: Genome) -> str:
+        """``genome``'s id up to its agents' names and to adapters that resolve as ``auto`` does in this run."""
+        return structure_hash(genome, self.auto_adapters)
+
     def twin(self, genome: Genome) -> Candidate | None:
         """The candidate that is ``genome``, maybe under other agent names (None: a new design)."""
-        return self.by_id.get(genome.id) or self.by_structure.get(genome.structure_id)
+        return self.by_id.get(genome.id) or self.by_structure.get(self.design_id(genome))
 
     def best(self, k: int = 1) -> list[Candidate]:
         """Top ``k`` by fitness (cheaper first on ties); candidates scored on the whole set come before those a race
@@ -112,7 +119,7 @@ class Population:
         prev = self.best(1)
         self.members.append(cand)
         self.by_id[cand.id] = cand
-        self.by_structure.setdefault(cand.genome.structure_id, cand)
+        self.by_structure.setdefault(self.design_id(cand.genome), cand)
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
         return improved

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from masforge.genome.hashing import structure_hash
 from masforge.genome.schema import Genome
 
 
@@ -23,22 +25,25 @@ class Proposal:
 
 
 @functools.cache
-def _library() -> dict[str, Genome]:
-    """The shipped seeds by structure id."""
+def _library(auto_adapters: tuple[tuple[str, str], ...] = ()) -> dict[str, Genome]:
+    """The shipped seeds by structure id (with ``auto_adapters``: as one run sees them)."""
     from masforge.seeds import load_seeds
 
-    return {g.structure_id: g for g in load_seeds()}
+    return {structure_hash(g, dict(auto_adapters)): g for g in load_seeds()}
 
 
-def library_twin(genome: Genome) -> Genome | None:
-    """The shipped seed ``genome`` is, up to the names of its agents (None: no seed has its design)."""
-    return _library().get(genome.structure_id)
+def library_twin(genome: Genome, auto_adapters: Mapping[str, str] | None = None) -> Genome | None:
+    """The shipped seed ``genome`` is, up to the names of its agents (None: no seed has its design). With
+    ``auto_adapters`` (see :func:`masforge.genome.hashing.structure_hash`), an agent naming the adapter ``auto``
+    stands for in the run matches the seed's ``auto``."""
+    key = tuple(sorted((auto_adapters or {}).items()))
+    return _library(key).get(structure_hash(genome, dict(key)))
 
 
-def as_library_seed(p: Proposal) -> Proposal:
+def as_library_seed(p: Proposal, auto_adapters: Mapping[str, str] | None = None) -> Proposal:
     """A proposal that rebuilds a shipped seed under other agent names becomes that seed, marked as rediscovered:
     its answers are usually in the answer cache already, it can be a parent, and no report calls it new."""
-    seed = library_twin(p.genome)
+    seed = library_twin(p.genome, auto_adapters)
     if seed is None:
         return p
     genome = seed.model_copy(deep=True)

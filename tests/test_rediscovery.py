@@ -102,3 +102,33 @@ def test_a_rebuilt_seed_enters_as_that_seed_marked_rediscovered() -> None:
     new = ctx.try_submit(Proposal(other, [cand.id], "change_copies"))
     assert new is not None and new.rediscovers == "" and new is not cand
 
+
+
+def test_an_adapter_pinned_to_what_auto_picks_is_the_same_design_in_that_run() -> None:
+    # tune's io with 5 copies, run_examples and adapter "plain" is sample-and-test on the embedded model, where
+    # "auto" means "plain"; on an LM where "auto" means "chat" the pinned adapter changes the prompts.
+    pinned = load_seed("sample-and-test").model_copy(deep=True)
+    pinned.agents[0].adapter = "plain"
+    assert library_twin(pinned) is None
+    assert library_twin(pinned, {"worker": "chat"}) is None
+    twin = library_twin(pinned, {"worker": "plain"})
+    assert twin is not None and twin.name == "sample-and-test"
+    # an agent on another alias resolves with that alias's LM
+    other = pinned.model_copy(deep=True)
+    other.agents[0].lm = "coder"
+    assert library_twin(other, {"worker": "plain", "coder": "chat"}) is None
+    assert library_twin(other, {"worker": "chat", "coder": "plain"}) is None  # the seed itself runs on worker
+
+
+def test_the_search_sees_a_pinned_local_adapter_as_the_seed_it_runs_as() -> None:
+    ctx = _ctx([])
+    ctx.state.auto_adapters = {"worker": "plain"}  # as on the embedded model (the fake LM resolves auto to chat)
+    io = ctx.try_submit(Proposal(load_seed("io"), [], "seed"))
+    pinned = load_seed("io")
+    pinned.agents[0].copies = 5
+    pinned.topology.aggregation = "run_examples"
+    pinned.agents[0].adapter = "plain"
+    cand = ctx.try_submit(Proposal(pinned, [io.id], "tune"))
+    assert cand is not None and cand.rediscovers == "sample-and-test"
+    again = load_seed("sample-and-test")
+    assert ctx.try_submit(Proposal(again, [io.id], "tune")) is cand and ctx.duplicates == 1
