@@ -364,6 +364,11 @@ def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wirin
     if not writers:
         return [f"agents[{i}]: no agent before execute node '{agent.id}' writes '{answer}' (the code it runs); "
                 f"add an edge from an agent that answers"]
+    # Fed only by other checks, it runs answers they already ran: a "fixer" written as an execute node fixes nothing.
+    if all(wiring.agents[p].module == EXECUTE_MODULE for p in writers):
+        return [f"agents[{i}]: execute node '{agent.id}' gets code only from execute nodes ({', '.join(writers)}), "
+                "so it re-runs answers already run and changes none; to repair them make it an LM agent (e.g. "
+                "module: predict, with instructions), else remove it"]
     # A writer that runs only on this node's own verdict never runs: the node has nothing to check before it.
     conditions = genome.topology.conditions
     if all(f"{agent.id} -> {p}" in conditions for p in writers):

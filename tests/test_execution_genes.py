@@ -359,6 +359,28 @@ topology:
     assert _problems(fixed.replace("[input -> repairer,", "[input -> coder, coder -> check, input -> repairer,")) == []
 
 
+def test_a_fixer_written_as_an_execute_node_is_refused() -> None:
+    """The 0.5B meta-agent's repair loop (HumanEval meta row): its "fixer" runs code instead of writing it, so the
+    loop re-runs the check's own pick and repairs nothing; the one-line error says how to make it repair."""
+    loop = """
+kind: config
+name: careful-solver-fixer-check
+agents:
+  - {id: solver, module: chain_of_thought}
+  - {id: fixer, module: execute}
+  - {id: check, module: execute}
+topology:
+  edges: [input -> solver, solver -> check, check -> output, check -> fixer, input -> fixer, fixer -> check]
+  rounds: 3
+  conditions: {check -> fixer: fail}
+"""
+    assert _problems(loop) == [
+        "agents[1]: execute node 'fixer' gets code only from execute nodes (check), so it re-runs answers already "
+        "run and changes none; to repair them make it an LM agent (e.g. module: predict, with instructions), else "
+        "remove it"]
+    assert _problems(loop.replace("{id: fixer, module: execute}", "{id: fixer, instructions: fix the code}")) == []
+
+
 def test_conditions_must_name_an_edge_out_of_an_execute_node() -> None:
     assert _problems(GATED + "  conditions: {check -> coder: fail}") == [
         "topology.conditions: 'check -> coder' is not an edge in topology.edges; add the edge or remove its "
