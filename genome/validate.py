@@ -19,6 +19,7 @@ from masforge.genome.names import (
     JUDGE_INPUT,
     MESSAGES_INPUT,
     REPORT_FIELD,
+    TESTS_FIELD,
     VERDICT_FIELD,
 )
 from masforge.genome.portfolio import portfolio_problems
@@ -364,8 +365,10 @@ def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wirin
     if not writers:
         return [f"agents[{i}]: no agent before execute node '{agent.id}' writes '{answer}' (the code it runs); "
                 f"add an edge from an agent that answers"]
-    # Fed only by other checks, it runs answers they already ran: a "fixer" written as an execute node fixes nothing.
-    if all(wiring.agents[p].module == EXECUTE_MODULE for p in writers):
+    # Fed only by other checks (and no tests of its own), it runs answers they already ran against what they ran:
+    # a "fixer" written as an execute node fixes nothing.
+    tested = any(TESTS_FIELD in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds)
+    if not tested and all(wiring.agents[p].module == EXECUTE_MODULE for p in writers):
         return [f"agents[{i}]: execute node '{agent.id}' gets code only from execute nodes ({', '.join(writers)}), "
                 "so it re-runs answers already run and changes none; to repair them make it an LM agent (e.g. "
                 "module: predict, with instructions), else remove it"]

@@ -379,6 +379,11 @@ topology:
         "run and changes none; to repair them make it an LM agent (e.g. module: predict, with instructions), else "
         "remove it"]
     assert _problems(loop.replace("{id: fixer, module: execute}", "{id: fixer, instructions: fix the code}")) == []
+    # a second check that runs the first one's pick against tests of its own is a real check
+    tested = loop.replace("  - {id: check, module: execute}", "  - {id: check, module: execute}\n"
+                          "  - {id: tester, signature: 'question -> tests'}").replace(
+        "fixer -> check]", "fixer -> check, input -> tester, tester -> fixer]")
+    assert _problems(tested) == []
 
 
 def test_conditions_must_name_an_edge_out_of_an_execute_node() -> None:
