@@ -367,8 +367,8 @@ def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wirin
                 f"add an edge from an agent that answers"]
     # Fed only by other checks (and no tests of its own), it runs answers they already ran against what they ran:
     # a "fixer" written as an execute node fixes nothing.
-    tested = any(TESTS_FIELD in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds)
-    if not tested and all(wiring.agents[p].module == EXECUTE_MODULE for p in writers):
+    if all(wiring.agents[p].module == EXECUTE_MODULE for p in writers) and not any(
+            TESTS_FIELD in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds):
         return [f"agents[{i}]: execute node '{agent.id}' gets code only from execute nodes ({', '.join(writers)}), "
                 "so it re-runs answers already run and changes none; to repair them make it an LM agent (e.g. "
                 "module: predict, with instructions), else remove it"]
