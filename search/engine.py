@@ -505,6 +505,9 @@ def _finish(run: _Run, ctx: SearchContext, stop_reason: str, seed_ids: set[str],
              "test_split_size": plan.test_size}
     if executor.name != "local":
         stats["executor"] = executor.describe()
+    # Only examples given up for their timeout can still be running: cut their requests, so that exiting does not
+    # wait for answers nobody reads (they are booked as abandoned, not failed).
+    run.client.abandon()
     if run.own_executor:
         executor.close()  # the ledger keeps the final totals
     ledger.close()

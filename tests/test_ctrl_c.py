@@ -148,3 +148,32 @@ def test_an_abandoned_client_cuts_its_requests_and_sends_no_more() -> None:
         fresh = LMClient({"worker": LMConfig(model="openai/stub", api_base=stub.api_base)}, cache=False)
         release.set()
         assert fresh.complete([{"role": "user", "content": "hi"}]).text  # another client is not stopped
+
+
+def test_a_search_leaves_no_request_of_a_timed_out_example_in_flight(tmp_path: Path, monkeypatch: Any,
+                                                                     gated: Any) -> None:
+    from functools import partial
+
+    from masforge.evaluators.runner import Evaluator
+    from masforge.search import engine
+    from masforge.search.config import RunConfig
+
+    monkeypatch.setenv("MASFORGE_CACHE", str(tmp_path / "cache"))
+    # example timeouts of a fraction of a second (a search's own are minutes long)
+    monkeypatch.setattr(engine, "Evaluator", partial(Evaluator, example_timeout_s=0.2, provider_wait_s=0.3))
+    stub, gate = gated(1)  # the first example is answered; the second one's request never is
+    result = engine.run_search(RunConfig.from_data({
+        "task": "rg:basic_arithmetic", "strategy": ["random"], "seeds": ["io"], "limit": 2, "concurrency": 1,
+        "test_top_k": 0, "output": str(tmp_path / "runs"), "budget": {"max_candidates": 1},
+        "lm": {"model": "openai/stub", "api_base": stub.api_base, "timeout_s": 120}}), progress=False)
+    assert gate.held >= 1
+    ledger = result.run_dir / "ledger.jsonl"
+
+    def booked(kind: str) -> int:
+        return sum(1 for line in ledger.read_text().splitlines() if kind in json.loads(line))
+
+    deadline = time.monotonic() + EXIT_WITHIN_S
+    while booked("a") < gate.held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # cut when the run ended (exiting does not wait up to the LM's own timeout), abandoned, not failed
+    assert booked("a") == gate.held and booked("f") == 0

@@ -455,6 +455,32 @@ def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_examp
     assert wall < 5  # neither the rest of the batch nor evaluate() waited for the hung thread
 
 
+def test_an_example_given_up_for_its_timeout_sends_no_more_lm_requests():
+    from masforge.genome.io import parse_genome_text
+
+    steps = 12
+    chain = parse_genome_text("kind: config\nname: chain\nagents:\n" + "".join(f"  - id: a{i}\n" for i in range(steps))
+                              + "topology:\n  edges: [" + ", ".join(
+                                  [f"input -> a{i}" for i in range(steps)]
+                                  + [f"a{i} -> a{i + 1}" for i in range(steps - 1)] + [f"a{steps - 1} -> output"])
+                              + "]\n", "chain.yaml", "yaml")
+    sent: list[int] = []
+
+    def slow(messages, info):  # 0.2 s a call: the chain needs 2.4 s; its example may take 0.4 s (seen within 1 s)
+        sent.append(1)
+        time.sleep(0.2)
+        return fake_reply(messages, info)
+
+    client = LMClient({"worker": "fake"}, cache=False, responder=slow)
+    ev = Evaluator(question_task(1), client, limit=1, concurrency=1, example_timeout_s=0.1, provider_wait_s=0.3)
+    report = ev.evaluate(chain)
+    assert report.examples[0].error_kind == "timeout"
+    at_give_up = len(sent)
+    time.sleep(2.5)  # time enough for the whole chain, had its thread gone on
+    assert at_give_up < steps and len(sent) <= at_give_up + 1  # at most the request already in flight ended
+    assert client.ledger.calls == len(sent)  # nothing refused was counted as sent
+
+
 def test_later_evaluations_reuse_the_threads_of_a_finished_one_but_never_a_stuck_ones(monkeypatch):
     from masforge.evaluators.executors import local
 

@@ -73,6 +73,9 @@ class LocalBatch(ExampleBatch):
     def abandon(self, future: Future[ExampleResult]) -> None:
         if future.done():
             return
+        seen = self._incidents.get(future)
+        if seen is not None:
+            seen.give_up()  # its LM requests still to come are not sent
         # A thread cannot be killed. The stuck one keeps its worker: later examples get a fresh pool instead of
         # queueing behind it (and timing out in the queue) in another pool, idle or new; the old one finishes what
         # runs and is never reused.

@@ -44,6 +44,7 @@ from masforge.lm.ledger import Completion, Ledger  # noqa: E402
 from masforge.lm.trace import (  # noqa: E402
     LMCall,
     first_incident,
+    given_up,
     note_incident,
     note_lm_call,
     waiting_on_provider,
@@ -280,8 +281,7 @@ class LMClient:
         """One chat completion. ``sample`` distinguishes independent samples (copies) in the cache and
         seeds the provider, so k samples differ from each other yet a rerun reproduces them. ``stop``: the
         answer ends before the first of these strings (asked of the provider, and enforced here)."""
-        if self._stop.stopped:
-            raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
+        self._check_sendable()
         cfg = self.config(alias)
         temp = cfg.temperature if temperature is None else temperature
         mtok = max_tokens or cfg.max_tokens
@@ -331,6 +331,14 @@ class LMClient:
         self._note(alias, c)
         return c
 
+    def _check_sendable(self) -> None:
+        """Refuse a request nobody waits for: the run was stopped, or its example was given up for its timeout
+        (its thread cannot be killed, so without this it would go on spending the run's budget)."""
+        if self._stop.stopped:
+            raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
+        if given_up():
+            raise RequestAbandoned("not sent: the example was given up for its timeout", infrastructure=True)
+
     def _note(self, alias: str, c: Completion) -> None:
         note_lm_call(LMCall(alias=alias, model=c.model, prompt_tokens=c.prompt_tokens,
                             completion_tokens=c.completion_tokens, cost=c.cost, latency_s=c.latency_s,
@@ -346,8 +354,7 @@ class LMClient:
         reserved = self._worst_cost(cfg, messages, mtok)
         worst = reserved.dollars
         while True:
-            if self._stop.stopped:
-                raise RequestAbandoned("not sent: the run was stopped", infrastructure=True)
+            self._check_sendable()  # also before a retry: the wait may have outlasted the run or the example
             self.ledger.reserve(attempt + 1, worst, reserved.detail)
             start = time.perf_counter()
             try:

@@ -149,6 +149,8 @@ class Incidents:
 
     failures: list[str] = field(default_factory=list)
     waiting: int = 0
+    given_up: bool = False
+    """The evaluator stopped waiting for the example (its timeout): its further LM requests are not sent."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _waited_s: float = field(default=0.0, repr=False, compare=False)
     _waiting_since: float | None = field(default=None, repr=False, compare=False)
@@ -156,6 +158,10 @@ class Incidents:
     def add(self, text: str) -> None:
         with self._lock:
             self.failures.append(text)
+
+    def give_up(self) -> None:
+        """The example timed out and was abandoned: a thread cannot be killed, but it must not spend more."""
+        self.given_up = True
 
     def wait(self, delta: int) -> None:
         with self._lock:
@@ -195,6 +201,12 @@ def note_incident(text: str) -> None:
     incidents = _current_incidents.get()
     if incidents is not None:
         incidents.add(text)
+
+
+def given_up() -> bool:
+    """Whether the example being run was given up for its timeout (False outside :func:`watching_incidents`)."""
+    incidents = _current_incidents.get()
+    return incidents is not None and incidents.given_up
 
 
 def first_incident() -> str | None:
