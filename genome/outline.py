@@ -8,9 +8,9 @@ the child.
 from __future__ import annotations
 
 from masforge.genome.graph import answers_at_output, output_agents, predecessors
-from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD
+from masforge.genome.names import EXECUTE_MODULE
 from masforge.genome.schema import Agent, Genome
-from masforge.genome.validate import agent_signature
+from masforge.genome.validate import writes_tests
 
 
 def _agent_text(agent: Agent) -> str:
@@ -32,7 +32,7 @@ def outline(genome: Genome) -> str:
     for agent in genome.agents:
         reads = [a for a in predecessors(genome, agent.id) if a != "input"]
         if agent.module == EXECUTE_MODULE:
-            writers = [r for r in reads if TESTS_FIELD in agent_signature(genome, genome.agent(r)).output_names]
+            writers = [r for r in reads if writes_tests(genome, genome.agent(r))]
             coders = [r for r in reads if r not in writers]
             tests = f" and the tests of {', '.join(writers)}" if writers else ""
             doubt = "; with nothing to run it fails" if agent.unchecked == "fail" else ""

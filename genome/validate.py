@@ -67,6 +67,12 @@ def agent_signature(genome: Genome, agent: Agent, wiring: Wiring | None = None) 
     return parse_signature(f"{', '.join(ins)} -> {', '.join(outs)}")
 
 
+def writes_tests(genome: Genome, agent: Agent, wiring: Wiring | None = None) -> bool:
+    """Whether ``agent`` writes tests (a ``tests`` output): the execute nodes it feeds run them beside the stated
+    examples."""
+    return TESTS_FIELD in agent_signature(genome, agent, wiring).output_names
+
+
 # An execute node runs code and calls no LM: settings of an LM call mean nothing on it (field, default, why).
 _EXECUTE_REFUSES = (
     ("copies", 1, "it runs each candidate once; give the agents before it copies instead"),
@@ -368,7 +374,7 @@ def _execute_wiring_problems(genome: Genome, i: int, agent: Agent, wiring: Wirin
     # Fed only by other checks (and no tests of its own), it runs answers they already ran against what they ran:
     # a "fixer" written as an execute node fixes nothing.
     if all(wiring.agents[p].module == EXECUTE_MODULE for p in writers) and not any(
-            TESTS_FIELD in agent_signature(genome, wiring.agents[p], wiring).output_names for p in preds):
+            writes_tests(genome, wiring.agents[p], wiring) for p in preds):
         return [f"agents[{i}]: execute node '{agent.id}' gets code only from execute nodes ({', '.join(writers)}), "
                 "so it re-runs answers already run and changes none; to repair them make it an LM agent (e.g. "
                 "module: predict, with instructions), else remove it"]

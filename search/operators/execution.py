@@ -22,7 +22,7 @@ import random
 from masforge.genome.graph import Wiring
 from masforge.genome.names import EXECUTE_MODULE, TESTS_FIELD
 from masforge.genome.schema import Agent, Genome
-from masforge.genome.validate import agent_signature, problems
+from masforge.genome.validate import agent_signature, problems, writes_tests
 from masforge.search.operators.proposal import MAX_AGENTS
 
 REPAIR_ROUNDS = (2, 3)
@@ -372,8 +372,7 @@ def add_test_writer(g: Genome, rng: random.Random) -> str | None:
     answering agents if there is none. Only where the verdict or the pick can change: a gate that routes, sits
     in a loop or chooses among several answers."""
     checks = [a.id for a in g.agents if a.module == EXECUTE_MODULE
-              and not any(TESTS_FIELD in agent_signature(g, g.agent(p)).output_names
-                          for p, b in g.topology.edges if b == a.id and p != "input")]
+              and not any(writes_tests(g, g.agent(p)) for p, b in g.topology.edges if b == a.id and p != "input")]
     feeders = answering_feeders(g)
     if not checks:
         if g.topology.aggregation == "judge" or sum(g.agent(f).copies for f in feeders) < 2:
