@@ -5,6 +5,7 @@ every worker, and a whole search on Ray equal to the same search run locally."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from masforge.lm.client import Budget, Ledger, LMCache, LMClient, LMConfig
 from masforge.search.config import RunConfig
 from masforge.search.engine import build_executor, run_search
 from masforge.seeds import load_seed
+from masforge.testing import chain_genome
 from masforge.testing.cluster import KillOnSecondCall, SlowFake
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'masforge[ray]'")
@@ -150,3 +152,19 @@ def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     with pytest.raises(ConfigError, match=r"pip install 'masforge\[ray\]'"):
         make_executor("ray")
+
+
+def test_an_example_given_up_for_its_timeout_stops_spending_on_its_worker(executor, tmp_path: Path) -> None:
+    task = get_task("rg:basic_arithmetic")
+    Evaluator(task, _client(tmp_path, "warm"), limit=2, concurrency=2, executor=executor).evaluate(load_seed("io"))
+    log = tmp_path / "calls.log"
+    client = _client(tmp_path, "ray", responder=SlowFake(0.3, log))
+    # 12 LM calls in a row, 0.3 s each: far more than the example's 0.5 s
+    report = Evaluator(task, client, limit=1, concurrency=1, executor=executor, example_timeout_s=0.5).evaluate(
+        chain_genome(12))
+    assert report.examples[0].error_kind == "timeout"
+    at_give_up = len(log.read_text().split()) if log.is_file() else 0
+    time.sleep(4.0)  # time enough for the rest of the chain, had the worker gone on asking
+    calls = len(log.read_text().split()) if log.is_file() else 0
+    assert calls <= at_give_up + 1  # at most the request already in flight ended
+    assert client.ledger.snapshot()["llm_calls"] == calls

@@ -23,7 +23,7 @@ from masforge.lm.client import Budget, Ledger, LMCache, LMClient, LMConfig  # no
 from masforge.lm.fake import fake_reply  # noqa: E402
 from masforge.lm.trace import Incidents  # noqa: E402
 from masforge.seeds import load_seed  # noqa: E402
-from masforge.testing import ScriptedResponder, chat_reply  # noqa: E402
+from masforge.testing import ScriptedResponder, chain_genome, chat_reply  # noqa: E402
 from masforge.testing.stub_server import StubServer  # noqa: E402
 
 MSG = [{"role": "user", "content": "What is 2 + 3?"}]
@@ -456,14 +456,8 @@ def test_per_example_timeout_marks_timeout_and_does_not_wait_for_the_stuck_examp
 
 
 def test_an_example_given_up_for_its_timeout_sends_no_more_lm_requests():
-    from masforge.genome.io import parse_genome_text
-
     steps = 12
-    chain = parse_genome_text("kind: config\nname: chain\nagents:\n" + "".join(f"  - id: a{i}\n" for i in range(steps))
-                              + "topology:\n  edges: [" + ", ".join(
-                                  [f"input -> a{i}" for i in range(steps)]
-                                  + [f"a{i} -> a{i + 1}" for i in range(steps - 1)] + [f"a{steps - 1} -> output"])
-                              + "]\n", "chain.yaml", "yaml")
+    chain = chain_genome(steps)
     sent: list[int] = []
 
     def slow(messages, info):  # 0.2 s a call: the chain needs 2.4 s; its example may take 0.4 s (seen within 1 s)

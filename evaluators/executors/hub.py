@@ -39,10 +39,14 @@ class RunHub:
         self.ledger.__dict__.update(ledger)
         self.cache = LMCache(cache_path) if cache_path else None
         self._work: dict[str, int] = {}
+        self._given_up: set[str] = set()
         self._lock = threading.Lock()
 
     # ledger
-    def ledger_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    def ledger_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    work: str | None = None) -> tuple[Any, ...]:
+        if name == "reserve" and work is not None and work in self._given_up:
+            return ("given_up", "not sent: the example was given up for its timeout")
         try:
             return ("ok", getattr(self.ledger, name)(*args, **kwargs))
         except BudgetExceeded as exc:
@@ -79,6 +83,13 @@ class RunHub:
     def work_calls(self, work: str) -> int:
         with self._lock:
             return self._work.get(work, 0)
+
+    def give_up(self, work: str) -> None:
+        """The driver stopped waiting for this example (its timeout): a worker's thread cannot be killed, but its
+        further requests are refused, so it does not go on spending the run's budget. Kept after the batch is
+        forgotten: the worker may still be asking then (a few ids a run, one per timed-out example)."""
+        with self._lock:
+            self._given_up.add(work)
 
     def forget(self, prefix: str) -> None:
         with self._lock:
@@ -117,9 +128,13 @@ class SharedLedger:
         return ray.get(ref)
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        out = self._get(self._hub.ledger_call.remote(name, args, kwargs))
+        out = self._get(self._hub.ledger_call.remote(name, args, kwargs, CURRENT_WORK.get()))
         if out[0] == "ok":
             return out[1]
+        if out[0] == "given_up":
+            from masforge.lm.client import RequestAbandoned
+
+            raise RequestAbandoned(out[1], infrastructure=True)
         if out[0] == "budget":
             raise stop_error(out[1], out[2])
         raise MasforgeError(f"the run's shared ledger failed: {out[1]}")

@@ -164,17 +164,29 @@ class RayBatch(ExampleBatch):
         self.hub = spec.hub
         self._refs = [ray.put(WorkerJob(job.genome, job.task.without_examples(), job.mapping, spec))]
         self._closed = False
+        self._work: dict[Future[ExampleResult], str] = {}
 
     def submit(self, example: Example) -> Future[ExampleResult]:
         outer: Future[ExampleResult] = Future()
         outer.set_running_or_notify_cancel()
+        self._work[outer] = self._work_id(example)
+        outer.add_done_callback(lambda f: self._work.pop(f, None))
         self._send(outer, example, 1)
         return outer
+
+    def _work_id(self, example: Example) -> str:
+        """The hub's name for one example of this batch (its spend, and whether it was given up)."""
+        return f"{self.id}/{example.id}"
+
+    def abandon(self, future: Future[ExampleResult]) -> None:
+        work = self._work.get(future)
+        if work is not None and not future.done():
+            self.hub.give_up.remote(work)  # the worker's requests still to come are refused by the hub
 
     def _send(self, outer: Future[ExampleResult], example: Example, attempt: int) -> None:
         worker = self.executor.pick()
         worker.inflight += 1
-        ref = worker.handle.run.remote(self._refs, example, f"{self.id}/{example.id}")
+        ref = worker.handle.run.remote(self._refs, example, self._work_id(example))
         # Ray completes the future on its own thread: the outcome is handled on the executor's settle thread.
         ref.future().add_done_callback(lambda f: self.executor.settle(self, outer, example, worker, attempt, f))
 
@@ -205,7 +217,7 @@ class RayBatch(ExampleBatch):
         if attempt > 1:
             # The dead attempts' paid calls are in the hub's ledger and their answers in the cache, where this
             # attempt found them as cache hits: the example reports every call its attempts paid, once.
-            paid = ray.get(self.hub.work_calls.remote(f"{self.id}/{example.id}"))
+            paid = ray.get(self.hub.work_calls.remote(self._work_id(example)))
             total = value.llm_calls + value.cache_hits
             value.llm_calls, value.cache_hits = paid, max(0, total - paid)
         outer.set_result(value)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from masforge.genome.schema import Genome
 
 
 class ScriptedResponder:
@@ -33,3 +36,15 @@ def chat_reply(**fields: Any) -> str:
     body = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items())
     return body + "\n\n[[ ## completed ## ]]"
 
+
+
+def chain_genome(steps: int) -> Genome:
+    """``steps`` agents one after another, each reading the question and the agent before it: an example that makes
+    ``steps`` LM calls in a row (e.g. to outlast a timeout)."""
+    from masforge.genome.io import parse_genome_text
+
+    edges = [*(f"input -> a{i}" for i in range(steps)), *(f"a{i} -> a{i + 1}" for i in range(steps - 1)),
+             f"a{steps - 1} -> output"]
+    agents = "".join(f"  - id: a{i}\n" for i in range(steps))
+    text = f"kind: config\nname: chain\nagents:\n{agents}topology:\n  edges: [{', '.join(edges)}]\n"
+    return parse_genome_text(text, "chain.yaml", "yaml")
