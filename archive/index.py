@@ -57,8 +57,11 @@ RESULT_COLUMNS = ("task", "split", "lm_key", "score", "ci_low", "ci_high", "n", 
 RESULT_JSON_COLUMNS = ("failures", "extra", "example_scores", "example_dollars")
 
 
-SCORE_ORDER = "b.score IS NULL, b.score DESC, b.dollars ASC, c.seq ASC"
-"""Best first: highest best score, then cheapest, then oldest (``archive list``'s order and the ``best`` alias's)."""
+SCORE_ORDER = "b.score IS NULL, b.score DESC, b.dollars ASC, b.tokens_each ASC, c.seq ASC"
+"""Best first: highest best score, then cheapest (in dollars, then in tokens per example: on a free local model
+every system costs $0), then oldest (``archive list``'s order and the ``best`` alias's)."""
+BEST_RESULT = "SELECT genome_id, MAX(score) AS score, dollars, tokens * 1.0 / MAX(n, 1) AS tokens_each FROM results"
+"""Each candidate's best result (SQLite takes the bare columns from the row holding MAX(score)); GROUP BY to add."""
 
 
 class ArchiveIndex:
@@ -368,14 +371,13 @@ class ArchiveIndex:
             cwhere.append("c.status != 'pruned'")
         order = {
             "score": SCORE_ORDER,
-            "cost": "b.dollars IS NULL, b.dollars ASC, b.score DESC, c.seq ASC",
+            "cost": "b.dollars IS NULL, b.dollars ASC, b.tokens_each ASC, b.score DESC, c.seq ASC",
             "generation": "c.generation DESC, c.seq DESC",
             "created": "c.seq DESC",
         }[sort]
-        # Each candidate's best result (SQLite takes the bare `dollars` from the row holding MAX(score)). It is
-        # computed once as a grouped sub-query and joined, never re-evaluated per candidate row (that was O(N^2)).
-        best = ("SELECT genome_id, MAX(score) AS score, dollars FROM results"
-                + (" WHERE " + " AND ".join(rwhere) if rwhere else "") + " GROUP BY genome_id")
+        # Each candidate's best result, computed once as a grouped sub-query and joined, never re-evaluated per
+        # candidate row (that was O(N^2)).
+        best = (BEST_RESULT + (" WHERE " + " AND ".join(rwhere) if rwhere else "") + " GROUP BY genome_id")
         where = " WHERE " + " AND ".join(cwhere) if cwhere else ""
         if task is not None or split is not None:
             sql = f"SELECT c.id, b.score, b.dollars FROM ({best}) b JOIN candidates c ON c.id = b.genome_id{where}"
@@ -492,9 +494,8 @@ def _alias(db: sqlite3.Connection, alias: str) -> str:
             raise ArchiveError(f"no seed named '{name}' in this archive; its seeds: {', '.join(seeds) or 'none'}")
         return str(row[0])
     new_only = " AND c.operator != 'seed'" if alias == "best-new" else ""
-    row = db.execute("SELECT c.id FROM candidates c LEFT JOIN (SELECT genome_id, MAX(score) AS score, dollars "
-                     "FROM results GROUP BY genome_id) b ON b.genome_id = c.id WHERE c.status != 'pruned'"
-                     f"{new_only} ORDER BY {SCORE_ORDER} LIMIT 1").fetchone()
+    row = db.execute(f"SELECT c.id FROM candidates c LEFT JOIN ({BEST_RESULT} GROUP BY genome_id) b ON b.genome_id = "
+                     f"c.id WHERE c.status != 'pruned'{new_only} ORDER BY {SCORE_ORDER} LIMIT 1").fetchone()
     if row is None:
         raise ArchiveError(f"'{alias}': the archive holds no {'new ' if new_only else ''}candidate yet "
                            "(see `masforge archive list`)")

@@ -46,7 +46,7 @@ from masforge.search.events import LoggedCandidate
 from masforge.search.fitness import Fitness
 from masforge.search.pipeline import stored_by_failing_provider
 from masforge.search.plan import SearchPlan, make_plan, plan_lines
-from masforge.search.population import Candidate, front
+from masforge.search.population import Candidate, front, merit
 from masforge.search.progress import SearchProgress
 from masforge.search.proposal import Proposal
 from masforge.search.racing import RaceTheIncumbent
@@ -92,13 +92,12 @@ class SearchResult:
     def best(self) -> Candidate | None:
         """The best system overall by selection fitness, seeds included: a seed when the search found nothing
         better (see :attr:`best_new` for the best system the search made)."""
-        return max(self.candidates, key=lambda c: (c.fitness, -c.dollars), default=None)
+        return max(self.candidates, key=merit, default=None)
 
     @property
     def best_new(self) -> Candidate | None:
         """The best system the search made (no seed), by selection fitness; None when it proposed nothing new."""
-        return max((c for c in self.candidates if self.is_new(c)), key=lambda c: (c.fitness, -c.dollars),
-                   default=None)
+        return max((c for c in self.candidates if self.is_new(c)), key=merit, default=None)
 
     def is_new(self, candidate: Candidate) -> bool:
         """Whether the search made ``candidate``: not a seed, nor a shipped seed it rebuilt (``rediscovers``)."""
@@ -116,7 +115,7 @@ class SearchResult:
 
     def top(self, k: int = 5) -> list[Candidate]:
         """The ``k`` best candidates by selection fitness (seeds included), cheapest first among equals."""
-        return sorted(self.candidates, key=lambda c: (-c.fitness, c.dollars))[:k]
+        return sorted(self.candidates, key=merit, reverse=True)[:k]  # stable: equals keep their order
 
     def held_out(self) -> tuple[TestScore | None, TestScore | None]:
         """The held-out scores of (the best new system, the best seed), each chosen by selection score: what a

@@ -109,8 +109,8 @@ class Population:
         """Top ``k`` by fitness (cheaper first on ties); candidates scored on the whole set come before those a race
         or cascade stopped early (a score over a few examples is not comparable), and the incumbent first."""
 
-        def key(c: Candidate) -> tuple[bool, bool, float, float]:
-            return (c is not self.incumbent, c.pruned, -c.fitness, c.dollars)
+        def key(c: Candidate) -> tuple[bool, bool, float, float, float]:
+            return (c is not self.incumbent, c.pruned, -c.fitness, c.dollars, c.tokens)
 
         return sorted(self.members, key=key)[:k]
 
@@ -123,6 +123,12 @@ class Population:
         improved = not prev or cand.fitness > prev[0].fitness
         self.since_best = 0 if improved else self.since_best + 1
         return improved
+
+
+def merit(c: Candidate) -> tuple[float, float, float]:
+    """How candidates rank, the higher the better: fitness, then the cheaper per example in dollars, then in tokens
+    (on a free local model every system costs $0: tokens still tell the cheaper of two equally good ones)."""
+    return (c.fitness, -c.dollars, -c.tokens)
 
 
 def front(cands: Sequence[Candidate]) -> list[Candidate]:

@@ -11,14 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from masforge.search.features import llm_calls_estimate
-from masforge.search.population import Candidate, front
+from masforge.search.population import Candidate, front, merit
 
 if TYPE_CHECKING:
     from masforge.search.context import SearchContext
-
-
-def _fittest(c: Candidate) -> tuple[float, float]:
-    return (c.fitness, -c.dollars)
 
 
 class ParentSelector(Protocol):
@@ -31,7 +27,7 @@ class ParentSelector(Protocol):
 
 def tournament(cands: Sequence[Candidate], rng: random.Random, k: int = 3) -> Candidate:
     """The fittest of ``k`` random candidates."""
-    return max(rng.sample(list(cands), min(k, len(cands))), key=_fittest)
+    return max(rng.sample(list(cands), min(k, len(cands))), key=merit)
 
 
 def map_elites(cands: Sequence[Candidate], bins: int = 4) -> dict[tuple[int, int], Candidate]:
@@ -88,7 +84,7 @@ class Best:
     """Always the fittest (pure exploitation)."""
 
     def select(self, pool: Sequence[Candidate], ctx: SearchContext) -> Candidate:
-        return max(pool, key=_fittest)
+        return max(pool, key=merit)
 
 
 SELECTORS: dict[str, Callable[..., ParentSelector]] = {

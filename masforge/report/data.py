@@ -360,7 +360,8 @@ def build_report(run: str | Path) -> ReportData:
     else:
         spend_key, spend_label = "tokens", "tokens spent (no dollar cost recorded)"
 
-    ranked = sorted(candidates, key=lambda c: (-c["fitness"], c["dollars_per_example"]))
+    # ranked as the search ranks them (search.population.merit): fitness, then cheaper in dollars, then in tokens
+    ranked = sorted(candidates, key=lambda c: (-c["fitness"], c["dollars_per_example"], c["tokens_per_example"]))
     best = ranked[0] if ranked else None
     stated = (summary or {}).get("best_new", "absent")
     if stated != "absent":  # the run's own word (a rediscovered seed is no new system)

@@ -32,7 +32,7 @@ from masforge.search.operators import structural
 from masforge.search.operators.execution import graft, has_execution
 from masforge.search.operators.prompting import layout
 from masforge.search.operators.proposal import starter_genome
-from masforge.search.population import Candidate
+from masforge.search.population import Candidate, merit
 from masforge.search.selection import ParentSelector, make_selector
 from masforge.search.strategies.base import bad_option, register, rewritten
 from masforge.search.strategies.meta_driven import MetaAgentStrategy
@@ -297,7 +297,7 @@ class EvolveSearch(MetaAgentStrategy):
     def _survive(self) -> None:
         """Drop members until the pool fits: lowest fitness plus diversity bonus goes first, never the best."""
         while len(self.pool) > self.population_size:
-            best = max(self.pool, key=lambda c: (c.fitness, -c.dollars))
+            best = max(self.pool, key=merit)
             z = scaled_features([c.genome for c in self.pool])
             dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
             np.fill_diagonal(dist, np.inf)
