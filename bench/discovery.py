@@ -253,8 +253,11 @@ def strategy_row(args: argparse.Namespace, strategy: str, run_dir: Path, task: A
 
     archive = Archive.open(run_dir / summary["archive"])
     complete = [c for c in cands if not c["pruned"]]
-    seeds = sorted((c for c in complete if c["seed"]), key=lambda c: -c["fitness"])
-    found = sorted((c for c in complete if not c["seed"] and not c.get("rediscovers")), key=lambda c: -c["fitness"])
+    def rank(c: dict[str, Any]) -> tuple[float, float, float]:  # as the search ranks (search.population.merit)
+        return (-c["fitness"], c.get("dollars_per_example") or 0.0, c.get("tokens_per_example") or 0.0)
+
+    seeds = sorted((c for c in complete if c["seed"]), key=rank)
+    found = sorted((c for c in complete if not c["seed"] and not c.get("rediscovers")), key=rank)
     row: dict[str, Any] = {"strategy": strategy, "commit": _commit(), "candidates": len(cands),
                            "proposals": sum(not c["seed"] for c in cands),
                            "race_drops": summary["stats"].get("race_drops", 0),

@@ -225,6 +225,17 @@ def _populate(arch: Archive) -> dict[str, Genome]:
     return gs
 
 
+def test_equal_scores_at_no_dollar_cost_list_the_fewer_tokens_first(arch: Archive):
+    wordy, terse = config_genome("wordy", "Explain at length."), config_genome("terse", "Answer only.")
+    arch.add(wordy, run="r1")
+    arch.add(terse, run="r1")  # added second: before, the older one won the tie
+    arch.add_result(wordy.id, result(0.8, dollars=0.0, tokens=9000, n=10))
+    arch.add_result(terse.id, result(0.8, dollars=0.0, tokens=3000, n=10))
+    assert [r.name for r in arch.list(task="gsm8k")] == ["terse", "wordy"]
+    assert [r.name for r in arch.list(sort="cost")] == ["terse", "wordy"]
+    assert arch.resolve("best") == terse.id
+
+
 def test_list_best_front_promote_prune_log(arch: Archive):
     gs = _populate(arch)
     names = lambda recs: [r.name for r in recs]  # noqa: E731

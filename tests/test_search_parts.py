@@ -118,6 +118,25 @@ def test_the_population_finds_twins_and_counts_patience() -> None:
     assert pop.best(2) == [b, a]  # the incumbent first
 
 
+def test_equally_good_systems_rank_the_cheaper_first_even_at_no_dollar_cost() -> None:
+    from masforge.search.engine import SearchResult
+    from masforge.search.population import merit
+
+    costly, cheap = _cand("costly", {"x": 1.0}), _cand("cheap", {"x": 1.0})
+    costly.tokens, cheap.tokens = 900.0, 300.0  # both free (a local model): only the tokens per example differ
+    pop = Population()
+    pop.add(costly)
+    pop.add(cheap)
+    assert pop.best(2) == [cheap, costly]
+    assert max([costly, cheap], key=merit) is cheap
+    priced = _cand("priced", {"x": 1.0})
+    priced.dollars, priced.tokens = 0.01, 10.0
+    assert max([priced, costly], key=merit) is costly  # dollars first, then tokens
+    result = SearchResult(run_dir=Path("r"), archive_path=Path("a"), config=None, candidates=[costly, cheap],  # type: ignore[arg-type]
+                          test_scores=[], spend={}, stop_reason=None)
+    assert result.best is cheap and result.top(2) == [cheap, costly]
+
+
 def test_racing_needs_an_incumbent_with_per_example_results() -> None:
     racing = RaceTheIncumbent(RaceSettings(first=2, batch=2))
     fit = Fitness()
