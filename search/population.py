@@ -109,8 +109,8 @@ class Population:
         """Top ``k`` by fitness (cheaper first on ties); candidates scored on the whole set come before those a race
         or cascade stopped early (a score over a few examples is not comparable), and the incumbent first."""
 
-        def key(c: Candidate) -> tuple[bool, bool, float, float, float]:
-            return (c is not self.incumbent, c.pruned, -c.fitness, c.dollars, c.tokens)
+        def key(c: Candidate) -> tuple[bool, bool, tuple[float, ...]]:
+            return (c is not self.incumbent, c.pruned, tuple(-v for v in merit(c)))
 
         return sorted(self.members, key=key)[:k]
 
