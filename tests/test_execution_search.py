@@ -301,6 +301,24 @@ def test_knapsack_values_a_repair_loop_by_what_it_adds_and_composes_it() -> None
     assert composed[0].genome.components == ["solver", "repair"] and _executes(composed[0].genome)
 
 
+def test_knapsack_probes_patterns_before_its_probe_share_runs_out_on_agents() -> None:
+    # HumanEval, 300 calls: probing in inventory order (agents first) spent the probes' share before any pattern.
+    task = _code_task()
+    client = LMClient({"worker": "fake"}, cache=False, responder=_debugger_fixes)
+    ctx = SearchContext(task, Evaluator(task, client, limit=2, concurrency=2), client, MemoryArchive(),
+                        run_id="t", budget=SearchBudget(max_candidates=4, max_calls=20), seed=0)
+    solvers = [Component(id=f"solver{i}", kind="agent", description="solves", cost=0.0003,
+                         agent={"role": "solver", "instructions": f"Answer the question ({i})."}) for i in range(4)]
+    repair = Component(id="repair", kind="pattern", description="repairs", cost=0.0003, pattern="repair_loop")
+    strategy = Knapsack(budget=0.001, probes=2, rounds=1, components=[*solvers, repair], probe_share=0.5)
+    strategy.run(ctx)  # 8 probe calls: the base (2), solver0 (2), then the repair loop (4)
+    assert strategy.values["repair"].value == 1.0
+    assert strategy.values["solver0"].skipped is None
+    assert all((strategy.values[f"solver{i}"].skipped or "").startswith("probes used their share") for i in (1, 2, 3))
+    composed = [c for c in ctx.population if c.operator == "knapsack_compose"]
+    assert composed and composed[0].score == 1.0 and "repair" in composed[0].genome.components
+
+
 # ------------------------------------------------------------------------------------------------ report
 
 

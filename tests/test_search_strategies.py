@@ -154,8 +154,9 @@ def test_knapsack_respects_budget_and_blacklists_broken_component():
         assert sum(costs[c] for c in cand.genome.components if c in costs) <= budget + 1e-12
         assert "broken" not in cand.genome.components
     assert max(c.score for c in composed) == 1.0
-    # Inventory order: good_solver, then checker fit; pricey_solver never fits next to them.
-    assert strategy.selections[0]["accepted"] == ["good_solver", "checker"]
+    # Best value per dollar first: checker (1.0 / 0.3), then good_solver (1.0 / 0.4); pricey_solver never fits next
+    # to them.
+    assert strategy.selections[0]["accepted"] == ["checker", "good_solver"]
     assert strategy.report()["surrogate"]["checked"] >= 0
 
 

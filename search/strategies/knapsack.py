@@ -34,8 +34,14 @@ fills. The accepted components are wired into a pipeline genome and submitted.
    Accepted tools are attached to agents that can use them (react gets all, program_of_thought python);
    the best accepted model alias becomes every agent's LM. Accepted patterns are then wrapped around the
    answering agents in the order of :data:`PATTERN_ORDER` (one that does not fit is left out).
-4. **Repeat** with other arrival orders (the first round uses inventory order) while the budget and
-   ``rounds`` allow; equal compositions are duplicates and cost nothing.
+4. **Repeat** with other arrival orders while the budget and ``rounds`` allow; equal compositions are duplicates
+   and cost nothing. The first round offers the components best value per dollar first (free ones first), the
+   greedy order of an offline knapsack: every value is known by then, and in inventory order the answering
+   agents, listed first, filled the budget before any graph pattern was offered. Later rounds shuffle.
+
+Probes go round-robin over the kinds (agent, pattern, model, in the inventory's order within a kind), so the
+``probe_share`` cap cuts every kind alike: probing in inventory order spent the whole share on agents and left
+every graph pattern unprobed (HumanEval, 300 calls), though the patterns make every good code system found.
 
 Options: ``budget`` (component dollars per example), ``probes``, ``probe_split``, ``probe_mode``,
 ``probe_share`` (the most of the LM-call budget the probes may use: half by default, so a small budget still
@@ -163,6 +169,19 @@ def agent_role(agent: Agent, outputs: list[str]) -> Role:
     if "messages" in text:
         return "post"
     return "solver"
+
+
+def probe_order(components: list[Any]) -> list[Any]:
+    """``components`` round-robin over their kinds (kinds and members in first-seen order), so that a cap on the
+    probes leaves no kind unprobed."""
+    by_kind: dict[str, list[Any]] = {}
+    for comp in components:
+        by_kind.setdefault(comp.kind, []).append(comp)
+    queues = list(by_kind.values())
+    order: list[Any] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        order += [q[i] for q in queues if i < len(q)]
+    return order
 
 
 def _base_agent() -> Agent:
@@ -433,7 +452,7 @@ class Knapsack(Strategy):
         base_result = self._run_probe(ctx, evaluator, base)
         cap = ctx.calls_share(self.probe_share)
         self._base_score = base_result[0] if base_result and base_result[1] is None else 0.0
-        for comp in self._catalog.values():
+        for comp in probe_order(list(self._catalog.values())):
             if comp.kind == "tool":
                 continue
             cv = ComponentValue(comp.id, comp.kind, comp.cost)
@@ -565,12 +584,21 @@ class Knapsack(Strategy):
                 accepted.append(pick)
         return ks, accepted
 
+    def _density(self, cid: str) -> float:
+        """Value per dollar of a component (infinite for a free one with a value, 0 without a value)."""
+        cv = self.values[cid]
+        if cv.value <= 0:
+            return 0.0
+        return math.inf if cv.cost <= 0 else cv.value / cv.cost
+
     def step(self, ctx: SearchContext) -> list[Proposal]:
         if self._round >= self.rounds or not self.values:
             return []
         order = [cid for cid in self._catalog if cid in self.values]
         if self._round > 0:
             ctx.rng.shuffle(order)
+        else:
+            order.sort(key=self._density, reverse=True)  # stable: equal densities keep inventory order
         self._round += 1
         ks, accepted = self.select(order)
         inputs, outputs = self._genome_io(ctx)
