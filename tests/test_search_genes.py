@@ -69,6 +69,7 @@ def test_structural_children_describe_themselves_not_their_parent():
     assert f"{child.agents[0].copies} copies" in child.description or child.agents[0].copies == 1
     cross = next(r for seed in range(20) if (r := structural.crossover(sc, io, random.Random(seed))))
     assert cross[0].description.startswith("1 agent: ") and "from io" in cross[0].description
+    assert cross[1] == f"agents solver (as answerer) from {io.short_id}"  # matched by position, not by id
 
 
 def test_outline_reads_wiring_copies_and_aggregation():

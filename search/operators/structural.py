@@ -261,7 +261,8 @@ def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None 
 
 def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple[Genome, str] | None:
     """Child with ``a``'s topology whose agents take ``b``'s settings (module, instructions, copies,
-    temperature) where ids or positions match: capabilities from one parent, wiring from the other."""
+    temperature) where ids or positions match: capabilities from one parent, wiring from the other. The description
+    names each agent that took another's settings, and whose where the ids differ ("tester (as sampler_more)")."""
     if a.kind != "config" or b.kind != "config":
         return None
     for _ in range(tries):
@@ -276,7 +277,7 @@ def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple
             agent.copies, agent.temperature, agent.role = donor.copies, donor.temperature, donor.role
             agent.adapter = donor.adapter
             agent.tools = list(donor.tools)
-            taken.append(agent.id)
+            taken.append(agent.id if donor.id == agent.id else f"{agent.id} (as {donor.id})")  # matched by position
         if rng.random() < 0.5:
             child.topology.rounds = max(child.topology.rounds, b.topology.rounds)
         if taken and not problems(child) and child.id not in (a.id, b.id):
