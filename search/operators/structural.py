@@ -262,7 +262,8 @@ def mutate(genome: Genome, rng: random.Random, *, edits: dict[str, Edit] | None 
 def crossover(a: Genome, b: Genome, rng: random.Random, tries: int = 8) -> tuple[Genome, str] | None:
     """Child with ``a``'s topology whose agents take ``b``'s settings (module, instructions, copies,
     temperature) where ids or positions match: capabilities from one parent, wiring from the other. The description
-    names each agent that took another's settings, and whose where the ids differ ("tester (as sampler_more)")."""
+    names each agent that took the other parent's settings, with the donor's id where the two differ
+    ("tester (as sampler_more)")."""
     if a.kind != "config" or b.kind != "config":
         return None
     for _ in range(tries):
