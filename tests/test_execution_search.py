@@ -319,6 +319,39 @@ def test_knapsack_probes_patterns_before_its_probe_share_runs_out_on_agents() ->
     assert composed and composed[0].score == 1.0 and "repair" in composed[0].genome.components
 
 
+def test_knapsack_probes_where_the_base_solver_fails_as_well_as_where_it_passes() -> None:
+    # HumanEval's first three training problems gave every component 2 of 3, so every pattern was worth 0.
+    def correct(outputs: dict[str, Any]) -> float:
+        return 1.0 if "a + b" in str(outputs.get("answer", "")) else 0.0
+
+    hard = {"q4", "q5"}
+    task = Task.from_callable(correct, name="adds_some_hard", examples=[
+        {"question": QUESTION + ("\n(hard)" if f"q{i}" in hard else ""), "id": f"q{i}"} for i in range(6)])
+
+    def easy_unless_hard(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        return chat_reply(answer=RIGHT if "debugger" in text or "(hard)" not in text else WRONG)
+
+    def probe(pool: int | None) -> Knapsack:
+        client = LMClient({"worker": "fake"}, cache=False, responder=easy_unless_hard)
+        ctx = SearchContext(task, Evaluator(task, client, limit=6, concurrency=2), client, MemoryArchive(),
+                            run_id="t", budget=SearchBudget(max_candidates=3), seed=0)
+        repair = Component(id="repair", kind="pattern", description="repairs", cost=0.0003, pattern="repair_loop")
+        strategy = Knapsack(budget=0.001, probes=2, rounds=1, components=[repair], probe_split="validation",
+                            probe_pool=pool)
+        strategy.run(ctx)
+        return strategy
+
+    chosen = probe(None)  # the base runs on 6 examples; one it fails and one it passes are kept
+    assert chosen.probe_examples == ["q0", "q4"]
+    assert chosen.values["repair"].value == 0.5  # 2 of 2 against the base's 1 of 2
+    assert chosen.selections[0]["accepted"] == ["repair"]
+    first = probe(2)  # a pool no larger than the probes: the first two examples, both easy
+    assert first.probe_examples == ["q0", "q1"] and first.values["repair"].value == 0.0
+    with pytest.raises(ValueError, match="probe_pool"):
+        Knapsack(probe_pool=0)
+
+
 # ------------------------------------------------------------------------------------------------ report
 
 

@@ -9,7 +9,8 @@ fills. The accepted components are wired into a pipeline genome and submitted.
 
 1. **Probe.** Each agent component is placed in the smallest system that exercises it (alone if it
    answers by itself; after a base solver if it reads ``messages``; before the base solver if it
-   produces notes such as a plan) and evaluated on ``probes`` examples of the ``probe_split`` split
+   produces notes such as a plan) and evaluated on ``probes`` examples of the ``probe_split`` split (chosen
+   from a pool of ``probe_pool`` the base solver ran on: half among those it fails, the rest among those it passes)
    with a separate small :class:`Evaluator` (default) or through ``ctx.submit`` (``probe_mode="submit"``,
    which makes probes real candidates). Solvers are worth their probe score; helpers are worth what
    they add over the base solver alone. Model aliases are probed as the base solver's LM. Graph patterns
@@ -45,8 +46,8 @@ every graph pattern unprobed (HumanEval, 300 calls), though the patterns make ev
 
 Options: ``budget`` (component dollars per example), ``probes``, ``probe_split``, ``probe_mode``,
 ``probe_share`` (the most of the LM-call budget the probes may use: half by default, so a small budget still
-composes), ``rounds``, ``inventory`` (a components.yaml path) or ``components`` (objects), ``broken_fraction``,
-``surrogate``.
+composes), ``probe_pool``, ``rounds``, ``inventory`` (a components.yaml path) or ``components`` (objects),
+``broken_fraction``, ``surrogate``.
 """
 
 from __future__ import annotations
@@ -365,7 +366,7 @@ class Knapsack(Strategy):
                  probe_mode: Literal["evaluator", "submit"] = "evaluator", rounds: int = 4,
                  inventory: str | None = None, components: list[Any] | None = None,
                  broken_fraction: float = 0.5, kinds: tuple[str, ...] = KINDS,
-                 probe_share: float | None = 0.5, **options: Any) -> None:
+                 probe_share: float | None = 0.5, probe_pool: int | None = None, **options: Any) -> None:
         """Options of knapsack.
 
         Args:
@@ -381,6 +382,10 @@ class Knapsack(Strategy):
             probe_share: the most of the search's LM-call budget the probes may use (counted as the calls they
                 make, answered from the cache or not, so a resumed run probes as the stopped one did); the
                 components left when it is used are not probed and not selected. None: no limit.
+            probe_pool: examples of the probe split the base solver is run on first, to draw the probes from: half
+                of them among the examples it fails, where a helper or pattern can show what it adds, the rest among
+                those it passes, where it can do harm (None: four times ``probes``; ``probes`` or fewer: the first
+                examples, as they come). Evaluator probes only.
         """
         super().__init__(**options)
         if budget < 0:
@@ -405,6 +410,11 @@ class Knapsack(Strategy):
         self.components = list(components) if components is not None else None
         self.broken_fraction = broken_fraction
         self.probe_share = probe_share
+        if probe_pool is not None and probe_pool < 1:
+            raise bad_option("probe_pool", f"must be at least 1 example (or None), got {probe_pool}")
+        self.probe_pool = max(self.probes, probe_pool if probe_pool is not None else 4 * self.probes)
+        self.probe_examples: list[str] = []
+        """The ids of the examples every component was probed on."""
         self._probe_calls = 0
         """LM calls the probes made so far (new or from the cache)."""
         self.kinds = tuple(kinds)
@@ -438,10 +448,10 @@ class Knapsack(Strategy):
         evaluator: Evaluator | None = None
         if self.probe_mode == "evaluator":
             try:
-                evaluator = Evaluator(ctx.task, ctx.client, split=self.probe_split, limit=self.probes,
+                evaluator = Evaluator(ctx.task, ctx.client, split=self.probe_split, limit=self.probe_pool,
                                       concurrency=min(4, self.probes), executor=ctx.evaluator.executor)
             except MasforgeError:  # no such split for this task: probe on the search split instead
-                evaluator = Evaluator(ctx.task, ctx.client, split=ctx.evaluator.split, limit=self.probes,
+                evaluator = Evaluator(ctx.task, ctx.client, split=ctx.evaluator.split, limit=self.probe_pool,
                                       concurrency=min(4, self.probes), executor=ctx.evaluator.executor)
         # Tools first: they cost nothing to test and agents depending on a broken tool are skipped.
         for comp in self._catalog.values():
@@ -449,7 +459,10 @@ class Knapsack(Strategy):
                 self.values[comp.id] = self._smoke_tool(comp)
         base = Genome(name="probe-base", inputs=inputs, outputs=outputs, agents=[_base_agent()],
                       topology={"edges": [("input", BASE_ID), (BASE_ID, "output")]})
-        base_result = self._run_probe(ctx, evaluator, base)
+        base_scores: dict[str, float] = {}
+        base_result = self._run_probe(ctx, evaluator, base, base_scores)
+        if evaluator is not None and base_scores:
+            base_result = (self._keep_probes(evaluator, base_scores), base_result[1]) if base_result else None
         cap = ctx.calls_share(self.probe_share)
         self._base_score = base_result[0] if base_result and base_result[1] is None else 0.0
         for comp in probe_order(list(self._catalog.values())):
@@ -525,9 +538,24 @@ class Knapsack(Strategy):
         self.blacklist[cv.id] = why
         ctx.emit(KnapsackBlacklist(component=cv.id, reason=why))
 
-    def _run_probe(self, ctx: SearchContext, evaluator: Evaluator | None,
-                   genome: Genome) -> tuple[float, str | None] | None:
-        """(score, why broken or None) of a probe system; None if the budget ended it."""
+    def _keep_probes(self, evaluator: Evaluator, base_scores: dict[str, float]) -> float:
+        """Narrow ``evaluator`` from the pool the base solver ran on to ``probes`` examples: half (rounded up) among
+        those the base fails, the rest among those it passes, each in split order, one side filling in for the other
+        when short. On three easy-or-impossible examples every pattern's gain over the base is 0: HumanEval's first
+        three training problems gave every component 2 of 3. Returns the base's score on the examples kept."""
+        pool = [e for e in evaluator.examples if e.id in base_scores]
+        failed = [e for e in pool if base_scores[e.id] < 1.0]
+        passed = [e for e in pool if base_scores[e.id] >= 1.0]
+        n_failed = min(len(failed), max(self.probes - len(passed), (self.probes + 1) // 2))
+        kept = {e.id for e in [*failed[:n_failed], *passed[:self.probes - n_failed]]}
+        evaluator.examples = [e for e in pool if e.id in kept]
+        self.probe_examples = [e.id for e in evaluator.examples]
+        return sum(base_scores[i] for i in self.probe_examples) / max(1, len(self.probe_examples))
+
+    def _run_probe(self, ctx: SearchContext, evaluator: Evaluator | None, genome: Genome,
+                   scores: dict[str, float] | None = None) -> tuple[float, str | None] | None:
+        """(score, why broken or None) of a probe system; None if the budget ended it. ``scores``, if given, is
+        filled with the score of each example (evaluator probes only)."""
         if evaluator is None:
             try:
                 cand = ctx.try_submit(Proposal(genome, [], "knapsack_probe", f"probe {genome.name}"))
@@ -549,6 +577,8 @@ class Knapsack(Strategy):
         self._probe_calls += report.llm_calls + report.cache_hits
         if report.stopped or report.incomplete:
             return None  # no budget left, or the provider is failing: no value can be measured now
+        if scores is not None:
+            scores.update({e.example_id: e.score for e in report.scored})
         errors = [e for e in report.scored if e.error]
         if report.n and len(errors) / report.n >= self.broken_fraction:
             kind = errors[0].error_kind or "error"
