@@ -461,8 +461,8 @@ class Knapsack(Strategy):
                       topology={"edges": [("input", BASE_ID), (BASE_ID, "output")]})
         base_scores: dict[str, float] = {}
         base_result = self._run_probe(ctx, evaluator, base, base_scores)
-        if evaluator is not None and base_scores:
-            base_result = (self._keep_probes(evaluator, base_scores), base_result[1]) if base_result else None
+        if evaluator is not None and base_result is not None and base_scores:  # scores come with a finished run
+            base_result = (self._keep_probes(evaluator, base_scores), base_result[1])
         cap = ctx.calls_share(self.probe_share)
         self._base_score = base_result[0] if base_result and base_result[1] is None else 0.0
         for comp in probe_order(list(self._catalog.values())):
